@@ -1,0 +1,34 @@
+# CUDA toolkit detection. Works on machines without a GPU or driver: only the
+# compiler and the toolkit libraries are looked for, never libcuda.
+include(CheckLanguage)
+
+set(OA_HAS_CUDA OFF)
+if(NOT OA_ENABLE_CUDA STREQUAL "OFF")
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)  # never "native": it fails without a GPU
+  endif()
+  if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
+    set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+  endif()
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    find_package(CUDAToolkit)
+  endif()
+  if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
+    set(OA_HAS_CUDA ON)
+    message(STATUS "oa: CUDA toolkit ${CUDAToolkit_VERSION} found at ${CUDAToolkit_BIN_DIR}")
+  elseif(OA_ENABLE_CUDA STREQUAL "ON")
+    message(FATAL_ERROR "oa: OA_ENABLE_CUDA=ON but no CUDA compiler and toolkit were found "
+                        "(set CMAKE_CUDA_COMPILER or CUDAToolkit_ROOT)")
+  else()
+    message(STATUS "oa: CUDA toolkit not found; building the host and emulated devices only")
+  endif()
+endif()
+
+# Records in the library whether the toolkit was present at build time.
+function(oa_configure_cuda target)
+  if(OA_HAS_CUDA)
+    target_compile_definitions(${target} PRIVATE OA_BUILT_WITH_CUDA_TOOLKIT=1)
+  endif()
+endfunction()

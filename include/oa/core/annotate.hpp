@@ -1,0 +1,693 @@
+#pragma once
+// The annotation language.
+//
+//   inline constexpr auto add = oa::annotate<"vm::add">(
+//       oa::cpu(&vm::add),                        // void(std::span<const double>, std::span<const double>, std::span<double>)
+//       oa::args(oa::in<oa::split::contiguous>, oa::in<oa::split::contiguous>,
+//                oa::out<oa::split::contiguous, std::vector<double>>),
+//       oa::device(oa::elementwise(oa::ops::add{})),   // optional: a device equivalent
+//       oa::cost(1.0));                                // optional: relative work per unit
+//
+// Calling `add(a, b)` records the call and returns lazy<std::vector<double>>.
+// The caller passes the `in` and `mut` arguments (plain objects or lazy
+// handles); `out` arguments become the results; `ret` names the CPU
+// function's return value, merged across chunks by its reduction. The CPU
+// function receives chunk views: the split type's view of each argument, in
+// the order of the specs (`ret` excluded). A mismatch between the specs and
+// the function's signature is a compile error that names the function and
+// the argument (in the "required from" line of the diagnostic).
+
+#include <array>
+#include <boost/hana/count_if.hpp>
+#include <boost/hana/find_if.hpp>
+#include <boost/hana/tuple.hpp>
+#include <boost/hana/type.hpp>
+#include <cstring>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+
+#include "oa/core/error.hpp"
+#include "oa/core/graph.hpp"
+#include "oa/core/lazy.hpp"
+#include "oa/core/runtime.hpp"
+#include "oa/split_types/all.hpp"
+
+namespace oa {
+
+/// A string usable as a template argument: the annotated function's name.
+template <std::size_t N>
+struct fixed_string {
+  char data[N]{};
+  constexpr fixed_string(const char (&s)[N]) {
+    for (std::size_t i = 0; i < N; ++i) data[i] = s[i];
+  }
+  constexpr std::string_view view() const { return {data, N - 1}; }
+};
+
+namespace spec {
+enum class kind { in, mut, out, ret };
+/// One argument's description: what the call does with it and its split type.
+template <kind K, class Split, class Value = void>
+struct arg {
+  static constexpr spec::kind role = K;
+  using split = Split;
+  using value = Value;  // declared value type (optional for in/mut)
+  const char* name = nullptr;
+  constexpr arg operator()(const char* n) const { return arg{n}; }
+};
+}  // namespace spec
+
+/// Read-only argument.
+template <class Split, class Value = void>
+inline constexpr spec::arg<spec::kind::in, Split, Value> in{};
+/// Argument read and written in place (the caller's object is updated).
+template <class Split, class Value = void>
+inline constexpr spec::arg<spec::kind::mut, Split, Value> mut{};
+/// Output argument written by the function: becomes the call's result, shaped
+/// like the first split argument.
+template <class Split, class Result>
+inline constexpr spec::arg<spec::kind::out, Split, Result> out{};
+/// The function's return value, one per chunk, merged by a reduction split type.
+template <class Split, class Result>
+inline constexpr spec::arg<spec::kind::ret, Split, Result> ret{};
+/// A scalar or small object every chunk sees whole.
+template <class Value = void>
+inline constexpr spec::arg<spec::kind::in, split::broadcast, Value> scalar{};
+
+template <class F>
+struct cpu_part {
+  F f;
+};
+/// The CPU function, called on chunk views.
+template <class F>
+constexpr cpu_part<F> cpu(F f) {
+  return {f};
+}
+
+/// An element-wise device function: a functor over scalars (see oa/core/ops.hpp).
+template <class Op>
+struct elementwise_fn {
+  Op op;
+};
+template <class Op>
+constexpr elementwise_fn<Op> elementwise(Op op) {
+  return {op};
+}
+template <class D>
+struct device_part {
+  D d;
+};
+/// The device equivalent of the CPU function.
+template <class D>
+constexpr device_part<D> device(D d) {
+  return {d};
+}
+struct no_device {};
+
+struct cost_part {
+  double per_unit;
+};
+/// Relative work per unit, against 1.0 for one element-wise operation.
+constexpr cost_part cost(double per_unit) { return {per_unit}; }
+
+template <class... Specs>
+struct args_part {
+  boost::hana::tuple<Specs...> specs;
+};
+template <class... Specs>
+constexpr args_part<Specs...> args(Specs... s) {
+  return {boost::hana::make_tuple(s...)};
+}
+
+namespace detail {
+
+// ---- value tables --------------------------------------------------------------
+template <class S, class T>
+struct partitioned_ops {
+  static region host_region(const void* o, split::range r) { return S::host_region(*static_cast<const T*>(o), r); }
+  static std::shared_ptr<void> make(const split::shape& s, void*& object) {
+    auto p = std::make_shared<T>(S::template make<T>(s));
+    object = p.get();
+    return p;
+  }
+  static region packed_region(std::byte* buffer, const split::shape& s, split::range r) {
+    if constexpr (requires { S::packed_region(buffer, s, r); })
+      return S::packed_region(buffer, s, r);
+    else
+      return S::template packed_region<T>(buffer, s, r);
+  }
+  static constexpr value_ops table{S::name,    split::split_kind::partitioned, &host_region, &packed_region,
+                                   &make,      nullptr,                        0};
+};
+
+template <class S, class R>
+struct reduction_ops {
+  static std::shared_ptr<void> make(const split::shape&, void*& object) {
+    auto p = std::make_shared<R>(S::template identity<R>());
+    object = p.get();
+    return p;
+  }
+  static void merge(const std::byte* partials, std::size_t n, void* object) {
+    std::vector<R> v(n);
+    if (n) std::memcpy(v.data(), partials, n * sizeof(R));
+    *static_cast<R*>(object) = S::template merge<R>(std::span<const R>(v));
+  }
+  static constexpr value_ops table{S::name, split::split_kind::reduction, nullptr, nullptr, &make, &merge, sizeof(R)};
+};
+
+// ---- compile-time checks that name the function and the argument --------------
+template <fixed_string Function, std::size_t Argument, class Split, class Value>
+struct check_splittable {
+  static_assert(Split::template accepts<Value>,
+                "oa::annotate: this argument's split type cannot split the value type given "
+                "(the instantiation names the function, the argument index and the types)");
+  static constexpr bool value = true;
+};
+
+template <fixed_string Function, std::size_t Argument, class View, class Param>
+struct check_parameter {
+  static_assert(std::is_convertible_v<View&, Param> || std::is_constructible_v<Param, View&>,
+                "oa::annotate: the CPU function's parameter does not accept the chunk view of this "
+                "argument's split type (the instantiation names the function, the argument index, "
+                "the view type and the parameter type)");
+  static constexpr bool value = true;
+};
+
+template <fixed_string Function, std::size_t Declared, std::size_t Parameters>
+struct check_arity {
+  static_assert(Declared == Parameters,
+                "oa::annotate: the number of argument specs (ret excluded) differs from the CPU "
+                "function's number of parameters (the instantiation names the function)");
+  static constexpr bool value = true;
+};
+
+template <fixed_string Function, std::size_t Expected, std::size_t Given>
+struct check_call_arity {
+  static_assert(Expected == Given,
+                "oa: wrong number of arguments to an annotated function (the instantiation names "
+                "the function, the number expected and the number given)");
+  static constexpr bool value = true;
+};
+
+template <fixed_string Function, std::size_t Argument, bool Lvalue>
+struct check_mut_lvalue {
+  static_assert(Lvalue,
+                "oa: a mut argument must be the caller's non-const object (an lvalue), which the "
+                "call updates in place (the instantiation names the function and the argument)");
+  static constexpr bool value = true;
+};
+
+// Parameter types of a function with one signature; unknown for generic lambdas.
+template <class F, class = void>
+struct signature_of {
+  static constexpr bool known = false;
+};
+template <class R, class... P>
+struct signature_of<R (*)(P...)> {
+  static constexpr bool known = true;
+  using params = std::tuple<P...>;
+  using result = R;
+};
+template <class R, class... P>
+struct signature_of<R (*)(P...) noexcept> : signature_of<R (*)(P...)> {};
+template <class C, class R, class... P>
+struct signature_of<R (C::*)(P...) const> : signature_of<R (*)(P...)> {};
+template <class C, class R, class... P>
+struct signature_of<R (C::*)(P...) const noexcept> : signature_of<R (*)(P...)> {};
+template <class F>
+struct signature_of<F, std::void_t<decltype(&F::operator())>> : signature_of<decltype(&F::operator())> {};
+
+template <class A, bool = is_lazy_v<A>>
+struct value_type_of_impl {
+  using type = std::remove_cvref_t<A>;
+};
+template <class A>
+struct value_type_of_impl<A, true> {
+  using type = typename std::remove_cvref_t<A>::value_type;
+};
+/// The value type behind a call argument: T for T, T& and lazy<T>.
+template <class A>
+using value_type_of = typename value_type_of_impl<A>::type;
+
+// ---- binders: one per spec, turning a chunk's regions into views ----------------
+template <class S, class T, bool Const>
+struct part_binder {
+  using view_t = typename S::template view<std::conditional_t<Const, const T, T>>;
+  using elem_t = typename S::template element<T>;
+  std::size_t slot;  // index into kernel_args::regions
+  split::shape shape;
+  view_t view(const kernel_args& a) const {
+    return S::template make_view<std::conditional_t<Const, const T, T>>(a.regions[slot], shape, a.r);
+  }
+  std::conditional_t<Const, const elem_t*, elem_t*> elements(const kernel_args& a) const {
+    return reinterpret_cast<elem_t*>(a.regions[slot].data);
+  }
+};
+
+template <class B>
+struct scalar_binder {
+  B value;
+  const B& view(const kernel_args&) const { return value; }
+};
+template <class B>
+struct lazy_scalar_binder {
+  value_ptr v;
+  const B& view(const kernel_args&) const { return *static_cast<const B*>(v->object); }
+};
+
+template <class X>
+struct is_part_binder : std::false_type {};
+template <class S, class T, bool C>
+struct is_part_binder<part_binder<S, T, C>> : std::true_type {};
+
+template <class Spec>
+constexpr bool is_partitioned = Spec::split::kind == split::split_kind::partitioned;
+
+}  // namespace detail
+
+/// An annotated function: calling it records a call node and returns lazies.
+template <fixed_string Name, class Cpu, class Dev, class... Specs>
+class annotated {
+  static constexpr std::size_t n_specs = sizeof...(Specs);
+  using specs_t = std::tuple<Specs...>;
+  template <std::size_t K>
+  using spec_at = std::tuple_element_t<K, specs_t>;
+  static constexpr std::array<spec::kind, n_specs> kinds{Specs::role...};
+
+  static constexpr std::size_t count(auto pred) {
+    std::size_t n = 0;
+    for (auto k : kinds) n += pred(k) ? 1 : 0;
+    return n;
+  }
+  static constexpr std::size_t n_params = count([](spec::kind k) { return k == spec::kind::in || k == spec::kind::mut; });
+  static constexpr std::size_t n_outs = count([](spec::kind k) { return k == spec::kind::out; });
+  static constexpr std::size_t n_rets = count([](spec::kind k) { return k == spec::kind::ret; });
+  static_assert(n_rets <= 1, "oa::annotate: at most one ret spec");
+  static_assert(n_rets == 0 || n_specs == 0 || std::get<n_specs - 1>(std::tuple<Specs...>{}).role == spec::kind::ret,
+                "oa::annotate: the ret spec must come last");
+
+  // Spec index of the caller's j-th argument.
+  static constexpr std::array<std::size_t, n_params + 1> param_spec = [] {
+    std::array<std::size_t, n_params + 1> a{};
+    std::size_t j = 0;
+    for (std::size_t k = 0; k < n_specs; ++k)
+      if (kinds[k] == spec::kind::in || kinds[k] == spec::kind::mut) a[j++] = k;
+    return a;
+  }();
+  static constexpr std::size_t caller_index(std::size_t k) {
+    for (std::size_t j = 0; j < n_params; ++j)
+      if (param_spec[j] == k) return j;
+    return n_params;
+  }
+
+ public:
+  constexpr annotated(Cpu cpu, Dev dev, double cost, std::tuple<Specs...> specs)
+      : cpu_(cpu), dev_(dev), cost_(cost), specs_(specs) {
+    (void)checked_declaration(std::make_index_sequence<n_specs>{});
+  }
+
+  static constexpr std::string_view name() { return Name.view(); }
+  static constexpr bool has_device = !std::is_same_v<Dev, no_device>;
+
+  template <class... Args>
+  auto operator()(Args&&... a) const {
+    static_assert(detail::check_call_arity<Name, n_params, sizeof...(Args)>::value);
+    return record(std::make_index_sequence<n_specs>{}, std::forward_as_tuple(std::forward<Args>(a)...));
+  }
+
+ private:
+  // Declared value types are checked against the CPU signature at once.
+  template <std::size_t... K>
+  static constexpr bool checked_declaration(std::index_sequence<K...>) {
+    using sig = detail::signature_of<Cpu>;
+    if constexpr (sig::known) {
+      static_assert(detail::check_arity<Name, n_specs - n_rets, std::tuple_size_v<typename sig::params>>::value);
+      (check_declared<K>(), ...);
+    }
+    return true;
+  }
+  template <std::size_t K>
+  static constexpr void check_declared() {
+    using S = spec_at<K>;
+    if constexpr (S::role != spec::kind::ret && !std::is_void_v<typename S::value>)
+      check_view<K, typename S::value>();
+  }
+  // Argument index in messages is 1-based, as a person counts them.
+  template <std::size_t K, class T>
+  static constexpr void check_view() {
+    using S = spec_at<K>;
+    static_assert(detail::check_splittable<Name, K + 1, typename S::split, T>::value);
+    using sig = detail::signature_of<Cpu>;
+    if constexpr (sig::known && detail::is_partitioned<S>) {
+      constexpr bool is_const = S::role == spec::kind::in;
+      using view = typename S::split::template view<std::conditional_t<is_const, const T, T>>;
+      using param = std::tuple_element_t<K, typename sig::params>;
+      static_assert(detail::check_parameter<Name, K + 1, view, param>::value);
+    } else if constexpr (sig::known) {
+      using param = std::tuple_element_t<K, typename sig::params>;
+      static_assert(detail::check_parameter<Name, K + 1, const T, param>::value);
+    }
+  }
+
+  template <std::size_t... K, class Tuple>
+  auto record(std::index_sequence<K...>, Tuple&& given) const {
+    auto g = detail::current_graph();
+    std::lock_guard lock(g->mutex());
+    detail::call_node node;
+    node.name = std::string(Name.view());
+    node.cost_per_unit = cost_;
+    std::size_t slot = 0;
+    std::size_t units = 0;
+    split::shape like{};
+    bool have_like = false;
+    std::size_t like_arg = 0;
+    // Bind every spec in order; outputs need the shape of the first split argument.
+    std::vector<detail::value_ptr> results;
+    // Braced initialisation: binders are made in spec order.
+    auto binders = std::tuple{bind<K>(*g, node, given, slot, units, like, have_like, like_arg, results)...};
+    node.units = units;
+    make_kernels(node, binders, std::index_sequence<K...>{});
+    const int id = g->add(std::move(node));
+    for (auto& v : results) v->producer = id;
+    return make_results(results, std::index_sequence<K...>{});
+  }
+
+  template <std::size_t K, class Tuple>
+  auto bind(detail::graph& g, detail::call_node& node, Tuple& given, std::size_t& slot, std::size_t& units,
+            split::shape& like, bool& have_like, std::size_t& like_arg,
+            std::vector<detail::value_ptr>& results) const {
+    using S = spec_at<K>;
+    using Split = typename S::split;
+    constexpr const char* fn = Name.data;
+    const std::string arg_name = argument_label<K>();
+    if constexpr (S::role == spec::kind::in || S::role == spec::kind::mut) {
+      constexpr std::size_t j = caller_index(K);
+      using A = std::tuple_element_t<j, std::remove_reference_t<Tuple>>;
+      auto&& a = std::get<j>(given);
+      using T = detail::value_type_of<A>;
+      check_view<K, T>();
+      if constexpr (Split::kind == split::split_kind::broadcast) {
+        static_assert(S::role == spec::kind::in, "oa::annotate: a broadcast argument cannot be mut");
+        if constexpr (is_lazy_v<A>) {
+          OA_EXPECTS(a.valid(), fn, arg_name.c_str(), "empty lazy handle");
+          if (a.state()->pending()) {
+            node.scalars.push_back(a.state());
+            return detail::lazy_scalar_binder<T>{a.state()};
+          }
+          return detail::scalar_binder<T>{a.get()};
+        } else {
+          return detail::scalar_binder<T>{a};
+        }
+      } else {
+        static_assert(Split::kind == split::split_kind::partitioned,
+                      "oa::annotate: in and mut arguments take partitioned or broadcast split types");
+        constexpr bool is_mut = S::role == spec::kind::mut;
+        if constexpr (is_mut)
+          static_assert(detail::check_mut_lvalue<Name, K + 1,
+                                                 std::is_lvalue_reference_v<A> && !is_lazy_v<A> &&
+                                                     !std::is_const_v<std::remove_reference_t<A>>>::value);
+        const detail::value_ops* ops = &detail::partitioned_ops<Split, T>::table;
+        detail::value_ptr v = bind_value<Split, T>(g, a, ops, fn, arg_name);
+        check_units(v->shape, units, like, have_like, like_arg, K, fn, arg_name);
+        detail::node_arg na{is_mut ? detail::arg_role::mut : detail::arg_role::in, v, nullptr};
+        if constexpr (is_mut) {
+          auto nv = std::make_shared<detail::value_state>();
+          nv->label = arg_name + " of " + std::string(Name.view()) + " (updated in place)";
+          nv->ops = ops;
+          nv->shape = v->shape;
+          nv->object = v->object;
+          nv->user_storage = true;
+          nv->status = detail::value_status::pending;
+          nv->owner = g.weak_from_this();
+          g.set_user_version(v->object, nv);
+          na.new_value = nv;
+        }
+        node.args.push_back(std::move(na));
+        return detail::part_binder<Split, T, !is_mut>{slot++, v->shape};
+      }
+    } else if constexpr (S::role == spec::kind::out) {
+      using R = typename S::value;
+      static_assert(Split::kind == split::split_kind::partitioned, "oa::annotate: out specs take partitioned split types");
+      static_assert(Split::template makeable<R>,
+                    "oa::annotate: the result type of an out spec must be one the split type can create "
+                    "(an owning type: std::vector, Eigen vectors, arrays and matrices)");
+      check_view<K, R>();
+      if (!have_like)
+        throw invalid_argument(std::string(Name.view()), arg_name, "an out argument needs a split argument to take its shape from");
+      auto v = std::make_shared<detail::value_state>();
+      v->label = "result of " + std::string(Name.view());
+      v->ops = &detail::partitioned_ops<Split, R>::table;
+      v->shape = {like.units, like.inner, sizeof(typename Split::template element<R>)};
+      v->status = detail::value_status::pending;
+      v->owner = g.weak_from_this();
+      node.args.push_back({detail::arg_role::out, v, nullptr});
+      results.push_back(v);
+      return detail::part_binder<Split, R, false>{slot++, v->shape};
+    } else {
+      using R = typename S::value;
+      static_assert(Split::kind == split::split_kind::reduction, "oa::annotate: ret specs take reduction split types");
+      static_assert(std::is_trivially_copyable_v<R>, "oa::annotate: a reduction result must be trivially copyable");
+      if (!have_like) throw invalid_argument(std::string(Name.view()), arg_name, "a reduction needs a split argument");
+      auto v = std::make_shared<detail::value_state>();
+      v->label = "result of " + std::string(Name.view());
+      v->ops = &detail::reduction_ops<Split, R>::table;
+      v->status = detail::value_status::pending;
+      v->owner = g.weak_from_this();
+      node.reduction = v;
+      results.push_back(v);
+      return std::type_identity<S>{};
+    }
+  }
+
+  template <class Split, class T, class A>
+  static detail::value_ptr bind_value(detail::graph& g, A&& a, const detail::value_ops* ops, const char* fn,
+                                      const std::string& arg_name) {
+    const std::string label = arg_name + " of " + std::string(Name.view());
+    if constexpr (is_lazy_v<A>) {
+      OA_EXPECTS(a.valid(), fn, arg_name.c_str(), "empty lazy handle");
+      const detail::value_ptr& s = a.state();
+      if (s->pending() && s->ops == ops) return s;  // produced under the same split: a graph edge
+      const T& obj = a.get();                       // produced under another split: evaluate first
+      if (s->user_storage) {
+        auto v = g.bind_user(const_cast<T*>(&obj), ops, Split::shape_of(obj), label);
+        if (!v) {
+          detail::evaluate(g);
+          v = g.bind_user(const_cast<T*>(&obj), ops, Split::shape_of(obj), label);
+        }
+        return v;
+      }
+      auto v = std::make_shared<detail::value_state>();
+      v->label = s->label;
+      v->ops = ops;
+      v->shape = Split::shape_of(obj);
+      v->owned = s->owned;
+      v->object = s->object;
+      return v;
+    } else if constexpr (std::is_lvalue_reference_v<A>) {
+      auto v = g.bind_user(const_cast<T*>(&a), ops, Split::shape_of(a), label);
+      if (!v) {
+        detail::evaluate(g);
+        v = g.bind_user(const_cast<T*>(&a), ops, Split::shape_of(a), label);
+      }
+      return v;
+    } else {
+      // A temporary: the call keeps it alive.
+      auto p = std::make_shared<T>(std::move(a));
+      auto v = std::make_shared<detail::value_state>();
+      v->label = label;
+      v->ops = ops;
+      v->shape = Split::shape_of(*p);
+      v->object = p.get();
+      v->owned = std::move(p);
+      return v;
+    }
+  }
+
+  void check_units(const split::shape& s, std::size_t& units, split::shape& like, bool& have_like,
+                   std::size_t& like_arg, std::size_t k, const char* fn, const std::string& arg_name) const {
+    if (!have_like) {
+      have_like = true;
+      like = s;
+      units = s.units;
+      like_arg = k;
+      return;
+    }
+    if (s.units != units)
+      throw invalid_argument(fn, arg_name,
+                             "has " + std::to_string(s.units) + " units to split where " +
+                                 argument_label_dyn(like_arg) + " has " + std::to_string(units) +
+                                 " (the split arguments of one call must have equal lengths)");
+    if constexpr (has_device)
+      if (s.inner != like.inner)
+        throw invalid_argument(fn, arg_name,
+                               "has " + std::to_string(s.inner) + " elements per unit where " +
+                                   argument_label_dyn(like_arg) + " has " + std::to_string(like.inner) +
+                                   " (element-wise arguments must have equal shapes)");
+  }
+
+  template <std::size_t K>
+  std::string argument_label() const {
+    return argument_label_dyn(K);
+  }
+  std::string argument_label_dyn(std::size_t k) const {
+    std::string s = "argument " + std::to_string(k + 1);
+    const char* n = nullptr;
+    std::size_t i = 0;
+    std::apply([&](const auto&... sp) { ((i++ == k ? (n = sp.name, 0) : 0), ...); }, specs_);
+    if (n) s += " (" + std::string(n) + ")";
+    return s;
+  }
+
+  template <class Binders, std::size_t... K>
+  void make_kernels(detail::call_node& node, const Binders& b, std::index_sequence<K...>) const {
+    constexpr bool has_ret = n_rets == 1;
+    auto cpu = cpu_;
+    node.cpu = [cpu, b](const detail::kernel_args& a) {
+      if constexpr (has_ret) {
+        using R = typename spec_at<n_specs - 1>::value;
+        R partial = invoke_cpu(cpu, a, b, std::make_index_sequence<n_specs - 1>{});
+        std::memcpy(a.partial, &partial, sizeof(R));
+      } else {
+        invoke_cpu(cpu, a, b, std::make_index_sequence<n_specs>{});
+      }
+    };
+    if constexpr (has_device) node.device_twin = make_twin(b, std::index_sequence<K...>{});
+  }
+
+  template <class F, class Binders, std::size_t... K>
+  static decltype(auto) invoke_cpu(const F& f, const detail::kernel_args& a, const Binders& b,
+                                   std::index_sequence<K...>) {
+    using sig = detail::signature_of<F>;
+    if constexpr (!sig::known)
+      static_assert(std::is_invocable_v<const F&, std::add_lvalue_reference_t<decltype(std::get<K>(b).view(a))>...>,
+                    "oa::annotate: the CPU function cannot be called with the chunk views of the specs");
+    auto views = std::make_tuple(std::get<K>(b).view(a)...);
+    return std::apply([&](auto&... v) -> decltype(auto) { return std::invoke(f, v...); }, views);
+  }
+
+  // The element-wise device function over one packed chunk: operands are the
+  // in and mut arguments in spec order, the result goes to the one written.
+  template <class Binders, std::size_t... K>
+  detail::kernel_fn make_twin(const Binders& b, std::index_sequence<K...>) const {
+    static_assert(n_outs + n_rets + count([](spec::kind k) { return k == spec::kind::mut; }) == 1,
+                  "oa::annotate: an element-wise device function writes exactly one out, mut or ret argument");
+    auto op = dev_.op;
+    return [op, b](const detail::kernel_args& a) {
+      std::size_t inner = 1;
+      ((inner = part_inner(std::get<K>(b), inner)), ...);
+      const std::size_t n = a.r.size() * inner;
+      auto srcs = std::tuple_cat(operand<K>(std::get<K>(b), a)...);
+      auto at = [&](std::size_t i) { return std::apply([&](const auto&... s) { return op(s.at(i)...); }, srcs); };
+      constexpr std::size_t w = write_index();
+      if constexpr (kinds[w] == spec::kind::ret) {
+        using S = spec_at<w>;
+        using R = typename S::value;
+        R acc = S::split::template identity<R>();
+        for (std::size_t i = 0; i < n; ++i) acc = S::split::template combine<R>(acc, static_cast<R>(at(i)));
+        std::memcpy(a.partial, &acc, sizeof(R));
+      } else {
+        auto* out = std::get<w>(b).elements(a);
+        for (std::size_t i = 0; i < n; ++i) out[i] = at(i);
+      }
+    };
+  }
+  static constexpr std::size_t write_index() {
+    for (std::size_t k = 0; k < n_specs; ++k)
+      if (kinds[k] != spec::kind::in) return k;
+    return 0;
+  }
+  template <class X>
+  static std::size_t part_inner(const X& x, std::size_t current) {
+    if constexpr (detail::is_part_binder<X>::value) return x.shape.inner;
+    return current;
+  }
+  template <class E>
+  struct elements_at {
+    const E* p;
+    E at(std::size_t i) const { return p[i]; }
+  };
+  template <class B>
+  struct scalar_at {
+    const B* p;
+    const B& at(std::size_t) const { return *p; }
+  };
+  template <std::size_t K, class X>
+  static auto operand(const X& x, const detail::kernel_args& a) {
+    if constexpr (kinds[K] != spec::kind::in && kinds[K] != spec::kind::mut)
+      return std::tuple<>{};
+    else if constexpr (detail::is_part_binder<X>::value)
+      return std::make_tuple(elements_at<typename X::elem_t>{x.elements(a)});
+    else
+      return std::make_tuple(scalar_at<std::remove_cvref_t<decltype(x.view(a))>>{&x.view(a)});
+  }
+
+  template <std::size_t... K>
+  static auto make_results(const std::vector<detail::value_ptr>& results, std::index_sequence<K...>) {
+    std::size_t i = 0;
+    auto tup = std::tuple_cat(result_of<K>(results, i)...);
+    if constexpr (std::tuple_size_v<decltype(tup)> == 0)
+      return;
+    else if constexpr (std::tuple_size_v<decltype(tup)> == 1)
+      return std::get<0>(tup);
+    else
+      return tup;
+  }
+  template <std::size_t K>
+  static auto result_of(const std::vector<detail::value_ptr>& results, std::size_t& i) {
+    if constexpr (kinds[K] == spec::kind::out || kinds[K] == spec::kind::ret)
+      return std::make_tuple(lazy<typename spec_at<K>::value>(results[i++]));
+    else
+      return std::tuple<>{};
+  }
+
+  Cpu cpu_;
+  Dev dev_;
+  double cost_;
+  std::tuple<Specs...> specs_;
+};
+
+namespace detail {
+template <template <class...> class Tmpl, class X>
+struct is_instance : std::false_type {};
+template <template <class...> class Tmpl, class... A>
+struct is_instance<Tmpl, Tmpl<A...>> : std::true_type {};
+}  // namespace detail
+
+/// Builds an annotated function from its parts: oa::cpu(f) and oa::args(...)
+/// are required; oa::device(...) and oa::cost(...) are optional, in any order.
+template <fixed_string Name, class... Parts>
+constexpr auto annotate(Parts... parts) {
+  namespace hana = boost::hana;
+  auto all = hana::make_tuple(parts...);
+  auto is = [](auto tmpl_check) {
+    return [=](const auto& p) { return hana::bool_c<decltype(tmpl_check(p))::value>; };
+  };
+  auto cpu_p = hana::find_if(all, is([](const auto& p) {
+                               return detail::is_instance<cpu_part, std::remove_cvref_t<decltype(p)>>{};
+                             }));
+  auto args_p = hana::find_if(all, is([](const auto& p) {
+                                return detail::is_instance<args_part, std::remove_cvref_t<decltype(p)>>{};
+                              }));
+  auto dev_p = hana::find_if(all, is([](const auto& p) {
+                               return detail::is_instance<device_part, std::remove_cvref_t<decltype(p)>>{};
+                             }));
+  auto cost_p = hana::find_if(all, is([](const auto& p) { return std::is_same<std::remove_cvref_t<decltype(p)>, cost_part>{}; }));
+  static_assert(decltype(hana::is_just(cpu_p))::value, "oa::annotate: the CPU function is required: oa::cpu(f)");
+  static_assert(decltype(hana::is_just(args_p))::value, "oa::annotate: the argument specs are required: oa::args(...)");
+  auto cpu_f = cpu_p.value().f;
+  auto specs = hana::unpack(args_p.value().specs, [](auto... s) { return std::make_tuple(s...); });
+  double c = 1.0;
+  if constexpr (decltype(hana::is_just(cost_p))::value) c = cost_p.value().per_unit;
+  if constexpr (decltype(hana::is_just(dev_p))::value) {
+    auto d = dev_p.value().d;
+    return std::apply([&](auto... s) { return annotated<Name, decltype(cpu_f), decltype(d), decltype(s)...>(cpu_f, d, c, specs); },
+                      specs);
+  } else {
+    return std::apply(
+        [&](auto... s) { return annotated<Name, decltype(cpu_f), no_device, decltype(s)...>(cpu_f, no_device{}, c, specs); },
+        specs);
+  }
+}
+
+}  // namespace oa

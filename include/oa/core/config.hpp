@@ -1,0 +1,37 @@
+#pragma once
+// Runtime settings: defaults, then a JSON file (OA_CONFIG), then environment
+// variables, then whatever the program sets through the API.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace oa {
+
+struct config {
+  std::string device = "auto";          // OA_DEVICE: auto, host, emulated, cuda
+  std::size_t device_memory = 0;        // OA_DEVICE_MEMORY: bytes; 0 = device default
+  int streams = 0;                      // OA_STREAMS: 0 = device default
+  std::size_t chunk_bytes = 0;          // OA_CHUNK_BYTES: override of the planner; 0 = planned
+  std::size_t host_threshold = std::size_t{1} << 20;  // OA_HOST_THRESHOLD: stages whose data is smaller run on the host device
+  std::string report;                   // OA_REPORT: JSON run report written at exit
+  std::string trace;                    // OA_TRACE: Chrome/Perfetto trace written at exit
+  double link_gbps = 0;                 // OA_LINK_GBPS: emulated link, GB/s (1e9 bytes/s) per direction; 0 = unthrottled
+  std::uint64_t fail_launch = 0;        // OA_FAIL_LAUNCH: emulated fault injection, Nth launch fails
+  std::uint64_t fail_copy = 0;          // OA_FAIL_COPY: emulated fault injection, Nth copy fails
+  bool sequential = false;              // OA_SEQUENTIAL: one chunk at a time on one stream (baseline)
+  int progress = -1;                    // OA_PROGRESS: 1 on, 0 off, -1 = when stderr is a terminal
+  bool verbose = false;                 // OA_VERBOSE
+
+  /// Defaults overlaid with OA_CONFIG's JSON file and then OA_* variables.
+  static config from_environment();
+  /// Overlays the keys of a JSON object (same names as the fields above).
+  void merge_json(const std::string& json_text, const std::string& origin);
+};
+
+/// Parses "64MiB", "1.5 GiB", "4096", "2GB" (decimal) into bytes; throws
+/// oa::config_error naming `what` on a malformed value.
+std::size_t parse_bytes(const std::string& text, const std::string& what);
+
+}  // namespace oa

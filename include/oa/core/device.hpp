@@ -1,0 +1,138 @@
+#pragma once
+// The device interface: stream-ordered semantics identical to CUDA's.
+//
+// Work submitted to one stream runs in submission order; work on different
+// streams may run concurrently. Events mark a point in a stream; another
+// stream can wait for it. Nothing blocks the caller except the synchronize
+// calls. An operation that fails on the device puts its stream in an error
+// state: later operations on that stream are skipped and events recorded
+// after it carry the error, until synchronize(stream) reports and clears it.
+// This is how the engine learns which chunk failed and re-runs it on the host.
+
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace oa {
+
+/// A 2-D byte region: `rows` rows of `width` bytes each, `pitch` bytes apart
+/// (cudaMemcpy2D's shape). A contiguous block is one row.
+struct region {
+  std::byte* data = nullptr;
+  std::size_t width = 0;
+  std::size_t rows = 1;
+  std::size_t pitch = 0;
+
+  std::size_t bytes() const noexcept { return width * rows; }
+  bool contiguous() const noexcept { return rows <= 1 || pitch == width; }
+  /// The same shape packed densely at `dst` (pitch == width).
+  region packed_at(void* dst) const noexcept { return {static_cast<std::byte*>(dst), width, rows, width}; }
+};
+
+/// Copies a region to another of the same width and rows (host memory only).
+void copy_region(const region& dst, const region& src) noexcept;
+
+enum class device_kind { host, emulated, cuda };
+const char* to_string(device_kind k) noexcept;
+
+/// What an operation was, for timelines and busy-time accounting.
+enum class phase { h2d, compute, d2h };
+const char* to_string(phase p) noexcept;
+
+/// One operation as the device ran it (seconds since the device's epoch).
+struct op_record {
+  phase what;
+  int stream;
+  double begin;
+  double end;
+  std::size_t bytes;  // bytes copied; 0 for launches
+  std::string label;  // launch: kernel name; copy: empty
+};
+
+/// A kernel launch. Devices that run code on the host (host, emulated) call
+/// `host`; the CUDA device runs the stage's device program.
+struct launch {
+  std::string name;
+  std::function<void()> host;
+};
+
+/// Opaque event handle; each device defines its own state behind it.
+class event_state {
+ public:
+  virtual ~event_state() = default;
+};
+using event = std::shared_ptr<event_state>;
+
+using stream_id = int;
+
+class device {
+ public:
+  virtual ~device() = default;
+
+  virtual device_kind kind() const noexcept = 0;
+  virtual std::string name() const = 0;
+  /// Device memory is host memory and kernels run on the host: the engine may
+  /// give kernels views of host data directly instead of staging copies.
+  virtual bool host_accessible() const noexcept = 0;
+  /// Streams the engine should use by default for a pipeline.
+  virtual int preferred_streams() const noexcept = 0;
+
+  // Memory. allocate throws oa::device_out_of_memory past the budget.
+  virtual std::size_t memory_budget() const noexcept = 0;
+  virtual std::size_t bytes_in_use() const noexcept = 0;
+  virtual std::size_t peak_bytes() const noexcept = 0;
+  virtual void reset_peak() noexcept = 0;
+  virtual void* allocate(std::size_t bytes) = 0;
+  virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
+
+  // Streams and stream-ordered work.
+  virtual stream_id create_stream() = 0;
+  virtual void destroy_stream(stream_id s) noexcept = 0;
+  virtual void copy_to_device_async(const region& dst, const region& src, stream_id s) = 0;
+  virtual void copy_to_host_async(const region& dst, const region& src, stream_id s) = 0;
+  virtual void launch_async(launch k, stream_id s) = 0;
+
+  // Events.
+  virtual event record_event(stream_id s) = 0;
+  virtual void wait_event(stream_id s, const event& e) = 0;
+  /// Blocks until the event completes; returns the error of the first failed
+  /// operation before it on its stream, or null.
+  virtual std::exception_ptr synchronize_event(const event& e) = 0;
+
+  /// Blocks until the stream is idle; rethrows its first error and clears it.
+  virtual void synchronize(stream_id s) = 0;
+  /// Blocks until every stream is idle (errors stay on their streams).
+  virtual void wait_idle() = 0;
+
+  // Timeline of completed operations, for reports and traces.
+  virtual void set_recording(bool on) = 0;
+  virtual std::vector<op_record> take_records() = 0;
+  /// Seconds since the device's epoch (the clock of op_record).
+  virtual double now() const = 0;
+};
+
+/// Settings for the emulated device.
+struct emulated_options {
+  std::size_t memory_budget = std::size_t{256} << 20;
+  double link_bytes_per_second = 0;  // 0: unthrottled; per direction (full duplex)
+  // Fault injection: the Nth (1-based) launch / copy submitted fails on the
+  // device with oa::device_fault. 0 disables.
+  std::uint64_t fail_launch = 0;
+  std::uint64_t fail_copy = 0;
+  int compute_threads = 1;
+};
+
+/// Settings for the host device.
+struct host_options {
+  std::size_t memory_budget = 0;  // 0: a cache-sized working set per stream, see planner
+  int threads = 0;                // 0: hardware concurrency
+};
+
+std::unique_ptr<device> make_host_device(const host_options& opt = {});
+std::unique_ptr<device> make_emulated_device(const emulated_options& opt);
+
+}  // namespace oa

@@ -1,0 +1,121 @@
+#pragma once
+// The task graph: values and the annotated calls between them.
+//
+// Types are erased here so that one engine plans and runs every frontend's
+// calls. A value knows how to find chunk [begin, end) in its host storage and
+// how to create that storage; a call node carries two kernels over a chunk:
+// the annotation's CPU function and, when the annotation names one, the host
+// twin of its device function.
+
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "oa/core/device.hpp"
+#include "oa/split_types/split.hpp"
+
+namespace oa::detail {
+
+class graph;
+struct value_state;
+
+/// What the engine needs of a (split type, value type) pair.
+struct value_ops {
+  const char* split_name;
+  split::split_kind kind;
+  /// Chunk of the host object's storage (partitioned values).
+  region (*host_region)(const void* object, split::range r);
+  /// Chunk of a packed device buffer holding chunk r (same width and rows as host_region).
+  region (*packed_region)(std::byte* buffer, const split::shape& s, split::range r);
+  /// Creates uninitialised host storage of the value's shape; returns the owner.
+  std::shared_ptr<void> (*make)(const split::shape& s, void*& object);
+  /// Reductions: folds `n` partials (each `partial_bytes`) in order into `object`.
+  void (*merge)(const std::byte* partials, std::size_t n, void* object);
+  std::size_t partial_bytes;
+};
+
+enum class value_status : std::uint8_t { pending, ready, failed };
+
+struct value_state {
+  std::string label;  // for messages: "result of vm::add"
+  const value_ops* ops = nullptr;
+  split::shape shape;
+  std::shared_ptr<void> owned;  // host storage the runtime owns (null for the caller's data)
+  void* object = nullptr;       // host object: owned, or the caller's
+  bool user_storage = false;    // `object` is the caller's: always written back
+  value_status status = value_status::ready;
+  std::exception_ptr error;
+  int producer = -1;            // index of the producing node in the pending graph
+  std::atomic<int> handles{0};  // lazy<> handles alive: a held value is materialized
+  std::weak_ptr<graph> owner;
+
+  bool pending() const noexcept { return status == value_status::pending; }
+};
+using value_ptr = std::shared_ptr<value_state>;
+
+/// One chunk's arguments: a region per partitioned argument, in spec order.
+struct kernel_args {
+  split::range r;
+  const region* regions = nullptr;
+  std::byte* partial = nullptr;  // reduction partial of this chunk, if the call has one
+};
+using kernel_fn = std::function<void(const kernel_args&)>;
+
+enum class arg_role : std::uint8_t { in, mut, out };
+
+struct node_arg {
+  arg_role role;
+  value_ptr value;      // in: read; out: written; mut: the version read
+  value_ptr new_value;  // mut: the version written (aliases value's storage)
+};
+
+struct call_node {
+  std::string name;                 // the annotated function
+  std::vector<node_arg> args;       // partitioned arguments, in spec order
+  std::vector<value_ptr> scalars;   // lazy broadcast arguments (must be ready first)
+  value_ptr reduction;              // result of a reduction, if any
+  std::size_t units = 0;            // units of the split (all partitioned args agree)
+  kernel_fn cpu;                    // the annotated CPU function over a chunk
+  kernel_fn device_twin;            // host twin of the device function; empty: CPU only
+  double cost_per_unit = 1.0;       // relative work per unit (annotation's estimate)
+
+  /// Values this node writes (outputs, new mut versions, reduction result).
+  template <class F>
+  void for_each_output(F&& f) const {
+    for (const auto& a : args) {
+      if (a.role == arg_role::out) f(a.value);
+      if (a.role == arg_role::mut) f(a.new_value);
+    }
+    if (reduction) f(reduction);
+  }
+};
+
+/// The pending calls of one thread's program, in program order.
+class graph : public std::enable_shared_from_this<graph> {
+ public:
+  /// Records a call; returns its index.
+  int add(call_node n);
+  /// The latest version of a caller's object used in this graph (a mut call
+  /// makes a new version); creates the binding on first use. Null when the
+  /// latest version is pending under another split type: evaluate first.
+  value_ptr bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label);
+  /// Marks that a mut call wrote a new version of the caller's object.
+  void set_user_version(void* object, value_ptr v);
+
+  std::vector<call_node> take_pending();
+  bool empty() const;
+  std::recursive_mutex& mutex() const { return mutex_; }
+
+ private:
+  mutable std::recursive_mutex mutex_;
+  std::vector<call_node> nodes_;
+  std::unordered_map<void*, value_ptr> user_versions_;
+};
+
+}  // namespace oa::detail

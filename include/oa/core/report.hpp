@@ -1,0 +1,55 @@
+#pragma once
+// What the runtime measured: one record per evaluated stage, the device
+// timeline behind it, and the writers of the JSON report and trace.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "oa/core/device.hpp"
+
+namespace oa {
+
+struct stage_report {
+  std::vector<std::string> calls;  // annotated functions, in program order
+  std::string device;              // where the stage ran
+  std::string placement_reason;    // why there
+  std::size_t units = 0;
+  std::size_t chunk_units = 0;
+  std::size_t chunks = 0;
+  int streams = 0;
+  bool sequential = false;
+  std::size_t bytes_per_unit = 0;   // device bytes per unit per pipeline slot
+  std::size_t h2d_bytes = 0;
+  std::size_t d2h_bytes = 0;
+  std::size_t peak_device_bytes = 0;
+  std::size_t host_reruns = 0;      // chunks re-run on the host after a device fault
+  double h2d_seconds = 0;           // busy time per phase (union of intervals)
+  double compute_seconds = 0;
+  double d2h_seconds = 0;
+  double seconds = 0;               // wall time of the stage
+  std::string error;                // first error of a call in the stage, if any
+};
+
+/// One track of a trace: a device stream or engine.
+struct trace_event {
+  std::string device;
+  std::string track;
+  std::string name;
+  double begin = 0;  // seconds, process clock
+  double end = 0;
+  std::size_t bytes = 0;
+};
+
+/// Busy time of one phase: the length of the union of its operations' intervals.
+double busy_seconds(const std::vector<op_record>& ops, phase p);
+
+/// Sums the reports of several stages (times and bytes add, peak is the max).
+stage_report total(const std::vector<stage_report>& stages);
+
+/// Writes the run report: {"stages": [...], "total": {...}}.
+void write_report_json(const std::string& path, const std::vector<stage_report>& stages);
+/// Writes a Chrome/Perfetto trace: one track per stream and copy engine.
+void write_trace_json(const std::string& path, const std::vector<trace_event>& events);
+
+}  // namespace oa

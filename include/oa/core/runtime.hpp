@@ -1,0 +1,54 @@
+#pragma once
+// The runtime: one per process. It owns the configuration, the devices and
+// the log of what ran; each thread records its calls in its own graph.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "oa/core/config.hpp"
+#include "oa/core/device.hpp"
+#include "oa/core/graph.hpp"
+#include "oa/core/report.hpp"
+
+namespace oa {
+
+/// Evaluates every call this thread has recorded. Errors of calls are not
+/// thrown here: they come back where their values are asked for.
+void evaluate();
+
+/// Evaluates this thread's pending calls when it ends.
+class scope {
+ public:
+  scope() = default;
+  scope(const scope&) = delete;
+  scope& operator=(const scope&) = delete;
+  ~scope() { evaluate(); }
+};
+
+/// The process-wide configuration (from OA_CONFIG and OA_* at first use).
+const config& current_config();
+/// Replaces the configuration; devices are re-created on next use. Pending
+/// calls are evaluated first, under the old configuration.
+void set_config(const config& c);
+
+/// The device that stages are offered to (OA_DEVICE), created on first use.
+device& current_device();
+/// The host device, for small stages and chunks re-run after device faults.
+device& host_device();
+
+/// Stage reports of everything evaluated so far in this process.
+std::vector<stage_report> reports();
+/// Forgets reports and timeline so far (benchmarks call it between runs).
+void clear_reports();
+/// Writes OA_REPORT / OA_TRACE now (also done at exit when configured).
+void write_outputs();
+
+namespace detail {
+/// This thread's graph of pending calls.
+std::shared_ptr<graph> current_graph();
+/// Evaluates the pending calls of `g`.
+void evaluate(graph& g);
+}  // namespace detail
+
+}  // namespace oa

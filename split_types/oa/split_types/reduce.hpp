@@ -1,0 +1,79 @@
+#pragma once
+// Associative reductions: each chunk yields a partial result and the partials
+// are merged in chunk order (so a floating-point result does not depend on
+// which device or how many streams ran the chunks, only on the chunk size).
+//
+// A user-defined reduction is any `Op` with `template <class R> static R
+// identity()` and `R operator()(R, R) const`, used as `reduce<Op>`.
+
+#include <algorithm>
+#include <limits>
+#include <span>
+
+#include "oa/split_types/split.hpp"
+
+namespace oa::split {
+
+template <class Op>
+struct reduce {
+  static constexpr split_kind kind = split_kind::reduction;
+  static constexpr const char* name = "reduce";
+  using op = Op;
+
+  template <class R>
+  static R identity() {
+    return Op::template identity<R>();
+  }
+  template <class R>
+  static R combine(const R& a, const R& b) {
+    return Op{}(a, b);
+  }
+  /// Folds per-chunk partials, in order, into the result.
+  template <class R>
+  static R merge(std::span<const R> partials) {
+    R acc = identity<R>();
+    for (const R& p : partials) acc = combine(acc, p);
+    return acc;
+  }
+};
+
+namespace ops_detail {
+struct plus {
+  template <class R>
+  static R identity() {
+    return R(0);
+  }
+  template <class R>
+  R operator()(const R& a, const R& b) const {
+    return a + b;
+  }
+};
+struct minimum {
+  template <class R>
+  static R identity() {
+    if constexpr (std::numeric_limits<R>::has_infinity) return std::numeric_limits<R>::infinity();
+    return std::numeric_limits<R>::max();
+  }
+  template <class R>
+  R operator()(const R& a, const R& b) const {
+    return std::min(a, b);
+  }
+};
+struct maximum {
+  template <class R>
+  static R identity() {
+    if constexpr (std::numeric_limits<R>::has_infinity) return -std::numeric_limits<R>::infinity();
+    return std::numeric_limits<R>::lowest();
+  }
+  template <class R>
+  R operator()(const R& a, const R& b) const {
+    return std::max(a, b);
+  }
+};
+}  // namespace ops_detail
+
+using sum = reduce<ops_detail::plus>;
+using min = reduce<ops_detail::minimum>;
+using max = reduce<ops_detail::maximum>;
+
+}  // namespace oa::split

@@ -1,0 +1,42 @@
+#include "oa/core/error.hpp"
+
+#include <cstring>
+
+#include "oa/core/device.hpp"
+
+namespace oa {
+
+namespace detail {
+void throw_invalid_argument(const char* function, const char* argument, const std::string& what) {
+  throw invalid_argument(function, argument, what);
+}
+}  // namespace detail
+
+void copy_region(const region& dst, const region& src) noexcept {
+  if (dst.contiguous() && src.contiguous()) {
+    std::memcpy(dst.data, src.data, src.bytes());
+    return;
+  }
+  for (std::size_t r = 0; r < src.rows; ++r)
+    std::memcpy(dst.data + r * dst.pitch, src.data + r * src.pitch, src.width);
+}
+
+const char* to_string(device_kind k) noexcept {
+  switch (k) {
+    case device_kind::host: return "host";
+    case device_kind::emulated: return "emulated";
+    case device_kind::cuda: return "cuda";
+  }
+  return "?";
+}
+
+const char* to_string(phase p) noexcept {
+  switch (p) {
+    case phase::h2d: return "h2d";
+    case phase::compute: return "compute";
+    case phase::d2h: return "d2h";
+  }
+  return "?";
+}
+
+}  // namespace oa

@@ -1,0 +1,358 @@
+#include "core/executor.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+#include "oa/core/error.hpp"
+
+namespace oa::detail {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// Device memory of one pipeline slot, returned to the device on scope exit.
+struct slot {
+  device* dev = nullptr;
+  stream_id stream = -1;
+  std::vector<std::byte*> buffers;
+  std::vector<std::size_t> sizes;
+  std::byte* partials = nullptr;
+  std::size_t partial_bytes = 0;
+
+  void release() noexcept {
+    for (std::size_t i = 0; i < buffers.size(); ++i) dev->deallocate(buffers[i], sizes[i]);
+    buffers.clear();
+    sizes.clear();
+    if (partials) dev->deallocate(partials, partial_bytes);
+    partials = nullptr;
+  }
+};
+
+struct slots_guard {
+  explicit slots_guard(device& d) : dev(d) {}
+  slots_guard(const slots_guard&) = delete;
+  slots_guard& operator=(const slots_guard&) = delete;
+  device& dev;
+  std::vector<slot> slots;
+  ~slots_guard() {
+    for (auto& s : slots) {
+      s.release();
+      if (s.stream >= 0) {
+        try {
+          dev.synchronize(s.stream);
+        } catch (...) {  // errors were collected per chunk already
+        }
+        dev.destroy_stream(s.stream);
+      }
+    }
+  }
+};
+
+void allocate_slot(slot& s, const stage_layout& L, std::size_t chunk_units, bool device_partials) {
+  for (std::size_t ub : L.buffer_unit_bytes) {
+    const std::size_t bytes = std::max<std::size_t>(ub * chunk_units, 1);
+    s.buffers.push_back(static_cast<std::byte*>(s.dev->allocate(bytes)));
+    s.sizes.push_back(bytes);
+  }
+  if (device_partials && L.partial_bytes) {
+    s.partials = static_cast<std::byte*>(s.dev->allocate(L.partial_bytes));
+    s.partial_bytes = L.partial_bytes;
+  }
+}
+
+/// Where each value of the stage lies for chunk r, given a slot's buffers.
+std::vector<region> chunk_regions(const stage_layout& L, const std::vector<std::byte*>& buffers, split::range r) {
+  std::vector<region> out(L.values.size());
+  for (std::size_t i = 0; i < L.values.size(); ++i) {
+    const stage_value& v = L.values[i];
+    out[i] = v.buffer >= 0 ? v.v->ops->packed_region(buffers[static_cast<std::size_t>(v.buffer)], v.v->shape, r)
+                           : v.v->ops->host_region(v.v->object, r);
+  }
+  return out;
+}
+
+/// Runs every call of the stage on one chunk: the body of a launch.
+void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_layout& L,
+               const std::vector<region>& regions, split::range r, std::byte* partials, bool use_device_twin) {
+  std::vector<region> args;
+  std::size_t partial_offset = 0;
+  for (std::size_t p = 0; p < s.calls.size(); ++p) {
+    const call_node& n = nodes[static_cast<std::size_t>(s.calls[p])];
+    const call_slots& cs = L.calls[p];
+    args.clear();
+    for (int idx : cs.regions) args.push_back(regions[static_cast<std::size_t>(idx)]);
+    kernel_args ka{r, args.data(), nullptr};
+    if (cs.partial >= 0) {
+      ka.partial = partials + partial_offset;
+      partial_offset += n.reduction->ops->partial_bytes;
+    }
+    (use_device_twin ? n.device_twin : n.cpu)(ka);
+  }
+}
+
+class progress_line {
+ public:
+  progress_line(bool on, std::string what, std::size_t total)
+      : on_(on && total > 1), what_(std::move(what)), total_(total), t0_(clock_type::now()) {}
+  void update(std::size_t done) {
+    if (!on_) return;
+    const double t = seconds_since(t0_);
+    if (t < 0.5 || t - last_ < 0.2) return;
+    last_ = t;
+    std::fprintf(stderr, "\r%s: chunk %zu/%zu (%3.0f%%), %.1f s", what_.c_str(), done, total_,
+                 100.0 * static_cast<double>(done) / static_cast<double>(total_), t);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+  ~progress_line() {
+    if (shown_) std::fprintf(stderr, "\r%s: %zu chunks, %.2f s%30s\n", what_.c_str(), total_, seconds_since(t0_), "");
+  }
+
+ private:
+  bool on_;
+  std::string what_;
+  std::size_t total_;
+  clock_type::time_point t0_;
+  double last_ = 0;
+  bool shown_ = false;
+};
+
+/// Calls whose inputs failed are cancelled: their values fail with the same
+/// error and they are dropped from the stage.
+stage cancel_failed(const stage& s, const std::vector<call_node>& nodes) {
+  stage kept{{}, s.units, s.device_capable};
+  for (int c : s.calls) {
+    const call_node& n = nodes[static_cast<std::size_t>(c)];
+    std::exception_ptr err;
+    for (const auto& a : n.args)
+      if (a.role != arg_role::out && a.value->status == value_status::failed) err = a.value->error;
+    for (const auto& v : n.scalars)
+      if (v->status == value_status::failed) err = v->error;
+    if (!err) {
+      kept.calls.push_back(c);
+      continue;
+    }
+    n.for_each_output([&](const value_ptr& v) {
+      v->status = value_status::failed;
+      v->error = err;
+    });
+  }
+  return kept;
+}
+
+std::string largest_unit(const stage_layout& L) {
+  const stage_value* big = nullptr;
+  for (const auto& v : L.values)
+    if (!big || v.v->shape.unit_bytes() > big->v->shape.unit_bytes()) big = &v;
+  if (!big) return {};
+  return "; largest unit: " + big->v->label + ", " + std::to_string(big->v->shape.unit_bytes()) + " bytes";
+}
+
+}  // namespace
+
+void fail_stage(const stage& s, const std::vector<call_node>& nodes, std::exception_ptr e) {
+  for (int c : s.calls)
+    nodes[static_cast<std::size_t>(c)].for_each_output([&](const value_ptr& v) {
+      v->status = value_status::failed;
+      v->error = e;
+    });
+}
+
+stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
+                       const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
+                       const run_options& opt) {
+  const auto t0 = clock_type::now();
+  stage_report rep;
+  for (int c : s_in.calls) rep.calls.push_back(nodes[static_cast<std::size_t>(c)].name);
+  rep.device = dev.name();
+  rep.placement_reason = opt.placement_reason;
+  rep.units = s_in.units;
+
+  const stage s = cancel_failed(s_in, nodes);
+  if (s.calls.empty()) return rep;
+
+  const bool in_place = dev.host_accessible();
+  const bool use_twin = !in_place;  // a device runs the device functions; the host device the CPU ones
+  const stage_layout L = layout_stage(s, nodes, in_place, needed_on_host);
+  const std::string what = opt.stage_name + " [" + describe(s, nodes) + "] on " + dev.name();
+
+  // Host storage of results, created uninitialised and filled chunk by chunk.
+  for (const auto& v : L.values)
+    if (v.cls == value_class::output && !v.v->object) v.v->owned = v.v->ops->make(v.v->shape, v.v->object);
+  for (value_state* r : L.reductions) r->owned = r->ops->make(r->shape, r->object);
+
+  const std::size_t bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
+  const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
+  chunk_plan plan = plan_chunks(s.units, bytes_per_unit, in_place ? 0 : L.partial_bytes, dev.memory_budget(),
+                                want_streams, opt.chunk_bytes, what + largest_unit(L));
+
+  dev.set_recording(true);
+  (void)dev.take_records();
+  dev.reset_peak();
+
+  // Device memory for every slot; on out-of-memory, halve the chunk and retry.
+  const int nslots = opt.sequential ? 1 : std::max(plan.streams, 1);
+  std::optional<slots_guard> guard_storage;
+  slots_guard& guard = guard_storage.emplace(dev);
+  for (;;) {
+    try {
+      slot blank;
+      blank.dev = &dev;
+      guard.slots.assign(static_cast<std::size_t>(nslots), blank);
+      for (auto& sl : guard.slots) allocate_slot(sl, L, plan.chunk_units, !in_place);
+      break;
+    } catch (const device_out_of_memory&) {
+      for (auto& sl : guard.slots) sl.release();
+      if (plan.chunk_units <= 1) throw;
+      plan.chunk_units = (plan.chunk_units + 1) / 2;
+      plan.chunks = (s.units + plan.chunk_units - 1) / plan.chunk_units;
+    }
+  }
+  for (auto& sl : guard.slots) sl.stream = dev.create_stream();
+
+  const auto ranges = split::chunks(std::max<std::size_t>(s.units, 1), plan.chunk_units);
+  const std::size_t nchunks = s.units == 0 ? 0 : ranges.size();
+  std::vector<std::byte> partials(nchunks * L.partial_bytes);
+  std::vector<event> events(nchunks);
+  std::vector<std::size_t> faulted;
+  std::exception_ptr stage_error;
+  std::string launch_name = rep.calls.size() == 1 ? rep.calls[0] : rep.calls[0] + " (+" + std::to_string(rep.calls.size() - 1) + ")";
+
+  auto check = [&](std::size_t j) {
+    if (!events[j]) return;
+    std::exception_ptr err = dev.synchronize_event(events[j]);
+    events[j].reset();
+    if (!err) return;
+    const slot& sl = guard.slots[opt.sequential ? 0 : j % guard.slots.size()];
+    try {
+      dev.synchronize(sl.stream);  // clears the stream's error
+    } catch (...) {
+    }
+    try {
+      std::rethrow_exception(err);
+    } catch (const device_fault&) {
+      faulted.push_back(j);
+    } catch (...) {
+      if (!stage_error) stage_error = err;
+    }
+  };
+
+  {
+    progress_line progress(opt.progress, "oa: " + what, nchunks);
+    for (std::size_t i = 0; i < nchunks && !stage_error; ++i) {
+      const std::size_t si = opt.sequential ? 0 : i % guard.slots.size();
+      if (i >= guard.slots.size()) check(i - guard.slots.size());  // the slot's previous chunk
+      if (stage_error) break;
+      slot& sl = guard.slots[si];
+      const split::range r = ranges[i];
+      std::vector<region> regs = chunk_regions(L, sl.buffers, r);
+      std::byte* host_partial = partials.data() + i * L.partial_bytes;
+      if (!in_place) {
+        for (std::size_t k = 0; k < L.values.size(); ++k) {
+          const stage_value& v = L.values[k];
+          if (v.cls == value_class::input && v.buffer >= 0)
+            dev.copy_to_device_async(regs[k], v.v->ops->host_region(v.v->object, r), sl.stream);
+        }
+      }
+      std::byte* kernel_partial = in_place ? host_partial : sl.partials;
+      dev.launch_async({launch_name,
+                        [&s, &nodes, &L, regs, r, kernel_partial, use_twin] {
+                          run_chunk(s, nodes, L, regs, r, kernel_partial, use_twin);
+                        }},
+                       sl.stream);
+      if (!in_place) {
+        for (std::size_t k = 0; k < L.values.size(); ++k) {
+          const stage_value& v = L.values[k];
+          if (v.cls == value_class::output && v.buffer >= 0)
+            dev.copy_to_host_async(v.v->ops->host_region(v.v->object, r), regs[k], sl.stream);
+        }
+        if (L.partial_bytes)
+          dev.copy_to_host_async({host_partial, L.partial_bytes, 1, L.partial_bytes},
+                                 {sl.partials, L.partial_bytes, 1, L.partial_bytes}, sl.stream);
+      }
+      events[i] = dev.record_event(sl.stream);
+      progress.update(i + 1);
+    }
+    for (std::size_t j = 0; j < nchunks; ++j) check(j);
+  }
+  dev.wait_idle();
+  rep.peak_device_bytes = dev.peak_bytes();
+  guard_storage.reset();  // device memory back before any host re-run
+
+  // Chunks the device failed on run again on the host, from the host data.
+  if (!stage_error && !faulted.empty()) {
+    std::sort(faulted.begin(), faulted.end());
+    const stage_layout HL = layout_stage(s, nodes, true, needed_on_host);
+    std::vector<std::byte*> scratch;
+    for (std::size_t ub : HL.buffer_unit_bytes) scratch.push_back(static_cast<std::byte*>(host.allocate(std::max<std::size_t>(ub * plan.chunk_units, 1))));
+    try {
+      for (std::size_t j : faulted) {
+        run_chunk(s, nodes, HL, chunk_regions(HL, scratch, ranges[j]), ranges[j],
+                  partials.data() + j * L.partial_bytes, false);
+        ++rep.host_reruns;
+      }
+    } catch (...) {
+      stage_error = std::current_exception();
+    }
+    for (std::size_t b = 0; b < scratch.size(); ++b)
+      host.deallocate(scratch[b], std::max<std::size_t>(HL.buffer_unit_bytes[b] * plan.chunk_units, 1));
+  }
+
+  // What the device did.
+  const std::vector<op_record> ops = dev.take_records();
+  for (const auto& o : ops) {
+    if (o.what == phase::h2d) rep.h2d_bytes += o.bytes;
+    if (o.what == phase::d2h) rep.d2h_bytes += o.bytes;
+    if (opt.trace) {
+      std::string track = o.what == phase::compute ? "stream " + std::to_string(o.stream)
+                                                    : std::string(to_string(o.what)) + " copy engine";
+      opt.trace->push_back({dev.name(), std::move(track), o.what == phase::compute ? o.label : to_string(o.what),
+                            o.begin, o.end, o.bytes});
+    }
+  }
+  rep.h2d_seconds = busy_seconds(ops, phase::h2d);
+  rep.compute_seconds = busy_seconds(ops, phase::compute);
+  rep.d2h_seconds = busy_seconds(ops, phase::d2h);
+  rep.chunk_units = plan.chunk_units;
+  rep.chunks = nchunks;
+  rep.streams = nslots;
+  rep.sequential = opt.sequential;
+  rep.bytes_per_unit = bytes_per_unit;
+
+  if (stage_error) {
+    fail_stage(s, nodes, stage_error);
+    try {
+      std::rethrow_exception(stage_error);
+    } catch (const std::exception& e) {
+      rep.error = e.what();
+    } catch (...) {
+      rep.error = "unknown exception";
+    }
+  } else {
+    std::size_t offset = 0;
+    for (value_state* r : L.reductions) {
+      const std::size_t pb = r->ops->partial_bytes;
+      std::vector<std::byte> mine(nchunks * pb);
+      for (std::size_t j = 0; j < nchunks; ++j)
+        std::memcpy(mine.data() + j * pb, partials.data() + j * L.partial_bytes + offset, pb);
+      r->ops->merge(mine.data(), nchunks, r->object);
+      offset += pb;
+    }
+    for (int c : s.calls)
+      nodes[static_cast<std::size_t>(c)].for_each_output([](const value_ptr& v) { v->status = value_status::ready; });
+  }
+  rep.seconds = seconds_since(t0);
+  return rep;
+}
+
+}  // namespace oa::detail

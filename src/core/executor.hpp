@@ -1,0 +1,35 @@
+#pragma once
+// The executor: runs one stage chunk by chunk over a device's streams.
+
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/planner.hpp"
+#include "oa/core/device.hpp"
+#include "oa/core/report.hpp"
+
+namespace oa::detail {
+
+struct run_options {
+  int streams = 0;               // 0: the device's preference
+  bool sequential = false;       // one chunk at a time on one stream (same chunk size)
+  std::size_t chunk_bytes = 0;   // cap on a chunk's device bytes (OA_CHUNK_BYTES)
+  bool progress = false;         // progress line on stderr for long stages
+  std::string stage_name;        // "stage 2/3" for the progress line
+  std::string placement_reason;
+  std::vector<trace_event>* trace = nullptr;  // appended to when set
+};
+
+/// Runs a stage on `dev`; chunks that fail with a device fault are re-run on
+/// `host`. Afterwards every value the stage produces is ready or failed (an
+/// error inside a call fails every value of the stage and is rethrown where
+/// those values are asked for). Returns what was measured.
+stage_report run_stage(const stage& s, const std::vector<call_node>& nodes,
+                       const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
+                       const run_options& opt);
+
+/// Marks every value produced by the calls of `s` as failed with `e`.
+void fail_stage(const stage& s, const std::vector<call_node>& nodes, std::exception_ptr e);
+
+}  // namespace oa::detail

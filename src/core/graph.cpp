@@ -1,0 +1,45 @@
+#include "oa/core/graph.hpp"
+
+#include <utility>
+
+namespace oa::detail {
+
+int graph::add(call_node n) {
+  std::lock_guard lock(mutex_);
+  nodes_.push_back(std::move(n));
+  return static_cast<int>(nodes_.size() - 1);
+}
+
+value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label) {
+  std::lock_guard lock(mutex_);
+  auto it = user_versions_.find(object);
+  if (it != user_versions_.end() && it->second->ops == ops) return it->second;
+  if (it != user_versions_.end() && it->second->pending()) return nullptr;  // caller evaluates first
+  auto v = std::make_shared<value_state>();
+  v->label = std::move(label);
+  v->ops = ops;
+  v->shape = s;
+  v->object = object;
+  v->user_storage = true;
+  v->status = value_status::ready;
+  if (it == user_versions_.end()) user_versions_.emplace(object, v);
+  return v;
+}
+
+void graph::set_user_version(void* object, value_ptr v) {
+  std::lock_guard lock(mutex_);
+  user_versions_[object] = std::move(v);
+}
+
+std::vector<call_node> graph::take_pending() {
+  std::lock_guard lock(mutex_);
+  user_versions_.clear();
+  return std::exchange(nodes_, {});
+}
+
+bool graph::empty() const {
+  std::lock_guard lock(mutex_);
+  return nodes_.empty();
+}
+
+}  // namespace oa::detail

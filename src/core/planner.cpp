@@ -1,0 +1,203 @@
+#include "core/planner.hpp"
+
+#include <algorithm>
+#include <climits>
+#include <map>
+
+#include "oa/core/error.hpp"
+
+namespace oa::detail {
+
+std::vector<bool> live_calls(const std::vector<call_node>& nodes) {
+  std::vector<bool> live(nodes.size(), false);
+  std::unordered_set<const value_state*> read_by_live;
+  for (std::size_t i = nodes.size(); i-- > 0;) {
+    const call_node& n = nodes[i];
+    bool needed = false;
+    n.for_each_output([&](const value_ptr& v) {
+      needed = needed || v->handles.load(std::memory_order_relaxed) > 0 || v->user_storage || read_by_live.count(v.get());
+    });
+    if (!needed) continue;
+    live[i] = true;
+    for (const auto& a : n.args)
+      if (a.role != arg_role::out) read_by_live.insert(a.value.get());
+    for (const auto& s : n.scalars) read_by_live.insert(s.get());
+  }
+  return live;
+}
+
+std::vector<stage> form_stages(const std::vector<call_node>& nodes, const std::vector<bool>& live) {
+  std::vector<stage> stages;
+  std::unordered_set<int> in_current;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!live[i]) continue;
+    const call_node& n = nodes[i];
+    const bool capable = static_cast<bool>(n.device_twin);
+    bool fresh = stages.empty() || stages.back().units != n.units || stages.back().device_capable != capable;
+    for (const auto& s : n.scalars) fresh = fresh || in_current.count(s->producer);
+    if (fresh) {
+      stages.push_back({{}, n.units, capable});
+      in_current.clear();
+    }
+    stages.back().calls.push_back(static_cast<int>(i));
+    in_current.insert(static_cast<int>(i));
+  }
+  return stages;
+}
+
+std::unordered_set<const value_state*> values_needed_on_host(const std::vector<call_node>& nodes,
+                                                           const std::vector<bool>& live,
+                                                           const std::vector<stage>& stages) {
+  std::unordered_map<int, int> stage_of;  // node -> stage
+  for (std::size_t s = 0; s < stages.size(); ++s)
+    for (int c : stages[s].calls) stage_of[c] = static_cast<int>(s);
+  std::unordered_set<const value_state*> superseded, needed;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!live[i]) continue;
+    for (const auto& a : nodes[i].args) {
+      if (a.role == arg_role::mut) superseded.insert(a.value.get());
+      // Read by a later stage: its producer's stage must write it back.
+      if (a.role != arg_role::out && a.value->producer >= 0) {
+        auto it = stage_of.find(a.value->producer);
+        if (it != stage_of.end() && it->second != stage_of[static_cast<int>(i)]) needed.insert(a.value.get());
+      }
+    }
+    for (const auto& v : nodes[i].scalars) needed.insert(v.get());
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!live[i]) continue;
+    nodes[i].for_each_output([&](const value_ptr& v) {
+      if (v->handles.load(std::memory_order_relaxed) > 0) needed.insert(v.get());
+      if (v->user_storage && !superseded.count(v.get())) needed.insert(v.get());
+      if (v->ops->kind == split::split_kind::reduction) needed.insert(v.get());
+    });
+  }
+  return needed;
+}
+
+stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, bool in_place,
+                          const std::unordered_set<const value_state*>& needed_on_host) {
+  stage_layout L;
+  std::unordered_map<const value_state*, int> index;
+  auto add = [&](value_state* v, value_class cls, int first) {
+    auto [it, fresh] = index.emplace(v, static_cast<int>(L.values.size()));
+    if (fresh) L.values.push_back({v, cls, -1, first, first});
+    return it->second;
+  };
+  auto produced_class = [&](const value_state* v) {
+    return needed_on_host.count(v) ? value_class::output : value_class::temporary;
+  };
+
+  // Values and their live ranges, by position in the stage.
+  for (std::size_t p = 0; p < s.calls.size(); ++p) {
+    const call_node& n = nodes[static_cast<std::size_t>(s.calls[p])];
+    call_slots cs;
+    const int pos = static_cast<int>(p);
+    for (const auto& a : n.args) {
+      int idx;
+      if (a.role == arg_role::out) {
+        idx = add(a.value.get(), produced_class(a.value.get()), pos);
+      } else {
+        idx = add(a.value.get(), value_class::input, -1);
+        L.values[static_cast<std::size_t>(idx)].last = pos;
+        if (a.role == arg_role::mut) add(a.new_value.get(), produced_class(a.new_value.get()), pos);
+      }
+      cs.regions.push_back(idx);
+    }
+    if (n.reduction) {
+      cs.partial = static_cast<int>(L.reductions.size());
+      L.reductions.push_back(n.reduction.get());
+      L.partial_bytes += n.reduction->ops->partial_bytes;
+    }
+    L.calls.push_back(std::move(cs));
+  }
+  for (auto& v : L.values)
+    if (v.cls == value_class::output) v.last = INT_MAX;
+
+  // Buffers: inputs are staged at the start of a chunk; a produced value takes
+  // a free buffer of its unit size; a mut's new version takes over the
+  // buffer of the version it updates; a buffer is free after its last reader.
+  std::map<std::size_t, std::vector<int>> free_buffers;
+  auto take = [&](std::size_t unit_bytes) {
+    auto& f = free_buffers[unit_bytes];
+    if (!f.empty()) {
+      const int b = f.back();
+      f.pop_back();
+      return b;
+    }
+    L.buffer_unit_bytes.push_back(unit_bytes);
+    return static_cast<int>(L.buffer_unit_bytes.size() - 1);
+  };
+  auto needs_buffer = [&](const stage_value& v) { return !in_place || v.cls == value_class::temporary; };
+  for (auto& v : L.values)
+    if (v.cls == value_class::input && needs_buffer(v)) v.buffer = take(v.v->shape.unit_bytes());
+  std::unordered_set<int> handed_over;
+  for (std::size_t p = 0; p < s.calls.size(); ++p) {
+    const call_node& n = nodes[static_cast<std::size_t>(s.calls[p])];
+    for (const auto& a : n.args) {
+      if (a.role == arg_role::mut) {
+        auto& old_v = L.values[static_cast<std::size_t>(index.at(a.value.get()))];
+        auto& new_v = L.values[static_cast<std::size_t>(index.at(a.new_value.get()))];
+        new_v.buffer = old_v.buffer;
+        handed_over.insert(index.at(a.value.get()));
+      } else if (a.role == arg_role::out) {
+        auto& v = L.values[static_cast<std::size_t>(index.at(a.value.get()))];
+        if (needs_buffer(v)) v.buffer = take(v.v->shape.unit_bytes());
+      }
+    }
+    for (std::size_t i = 0; i < L.values.size(); ++i) {
+      const auto& v = L.values[i];
+      if (v.last == static_cast<int>(p) && v.buffer >= 0 && !handed_over.count(static_cast<int>(i)))
+        free_buffers[v.v->shape.unit_bytes()].push_back(v.buffer);
+    }
+  }
+
+  for (std::size_t b : L.buffer_unit_bytes) L.buffer_bytes_per_unit += b;
+  for (const auto& v : L.values) {
+    const std::size_t ub = v.v->shape.unit_bytes();
+    L.working_bytes_per_unit += ub;
+    if (v.cls == value_class::input) L.in_bytes_per_unit += ub;
+    if (v.cls == value_class::output) L.out_bytes_per_unit += ub;
+  }
+  return L;
+}
+
+chunk_plan plan_chunks(std::size_t units, std::size_t bytes_per_unit, std::size_t fixed_bytes_per_slot,
+                       std::size_t budget, int streams, std::size_t chunk_bytes, const std::string& what) {
+  chunk_plan plan;
+  streams = std::max(streams, 1);
+  if (units == 0) return {1, 0, 1};
+  std::size_t cu = 0;
+  int s = streams;
+  for (; s >= 1; --s) {
+    const std::size_t fixed = fixed_bytes_per_slot * static_cast<std::size_t>(s);
+    if (budget <= fixed) continue;
+    const std::size_t avail = budget - fixed;
+    cu = bytes_per_unit == 0 ? units : avail / (bytes_per_unit * static_cast<std::size_t>(s));
+    if (chunk_bytes != 0 && bytes_per_unit != 0) cu = std::min(cu, std::max<std::size_t>(1, chunk_bytes / bytes_per_unit));
+    if (cu >= 1) break;
+  }
+  if (cu == 0)
+    throw plan_error("oa: " + what + ": the device budget of " + std::to_string(budget) +
+                     " bytes cannot hold one unit (" + std::to_string(bytes_per_unit) + " bytes per unit plus " +
+                     std::to_string(fixed_bytes_per_slot) + " fixed bytes, even on one stream)");
+  cu = std::min(cu, units);
+  const std::size_t chunks = (units + cu - 1) / cu;
+  plan.chunk_units = (units + chunks - 1) / chunks;  // even chunks: no small tail
+  plan.chunks = (units + plan.chunk_units - 1) / plan.chunk_units;
+  plan.streams = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(s), plan.chunks));
+  return plan;
+}
+
+std::string describe(const stage& s, const std::vector<call_node>& nodes) {
+  std::string out;
+  const std::size_t shown = std::min<std::size_t>(s.calls.size(), 4);
+  for (std::size_t i = 0; i < shown; ++i) {
+    if (i) out += ", ";
+    out += nodes[static_cast<std::size_t>(s.calls[i])].name;
+  }
+  if (s.calls.size() > shown) out += " (+" + std::to_string(s.calls.size() - shown) + " more)";
+  return out;
+}
+
+}  // namespace oa::detail

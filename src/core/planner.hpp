@@ -1,0 +1,93 @@
+#pragma once
+// The planner: which calls are live, how they group into stages, where each
+// value of a stage lives per chunk, and how large a chunk can be.
+
+#include <cstddef>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "oa/core/graph.hpp"
+
+namespace oa::detail {
+
+/// Calls that must run: they write a value someone holds, the caller's
+/// storage, or an input of another live call. Index = node index.
+std::vector<bool> live_calls(const std::vector<call_node>& nodes);
+
+/// A run of calls over the same units, chunked together.
+struct stage {
+  std::vector<int> calls;  // node indices, program order
+  std::size_t units = 0;
+  bool device_capable = true;  // every call has a device function
+};
+
+/// Groups live calls into stages, in program order. A call starts a new stage
+/// when its units differ, when it needs a whole value (a lazy broadcast)
+/// produced in the current stage, or when it cannot run where the stage runs.
+std::vector<stage> form_stages(const std::vector<call_node>& nodes, const std::vector<bool>& live);
+
+/// How a value of a stage is held during one chunk.
+enum class value_class : std::uint8_t {
+  input,      // ready before the stage: staged in (or viewed in place)
+  temporary,  // produced and consumed within the chunk: device buffer only
+  output,     // written back to its host storage
+};
+
+struct stage_value {
+  value_state* v;
+  value_class cls;
+  int buffer = -1;  // device buffer (-1: viewed in place on a host-accessible device)
+  int first = -1;   // position of the producing call (-1 for inputs)
+  int last = -1;    // position of the last call reading it
+};
+
+struct call_slots {
+  std::vector<int> regions;  // stage value index per partitioned argument
+  int partial = -1;          // reduction index
+};
+
+/// Where every value of a stage lives during a chunk.
+struct stage_layout {
+  std::vector<stage_value> values;
+  std::vector<std::size_t> buffer_unit_bytes;  // per device buffer
+  std::vector<call_slots> calls;               // per call of the stage
+  std::vector<value_state*> reductions;
+  std::size_t buffer_bytes_per_unit = 0;   // device memory per unit per pipeline slot
+  std::size_t working_bytes_per_unit = 0;  // every value touched, per unit (the working set)
+  std::size_t in_bytes_per_unit = 0;       // staged in per unit
+  std::size_t out_bytes_per_unit = 0;      // written back per unit
+  std::size_t partial_bytes = 0;           // reduction partials per chunk
+};
+
+/// Lays out a stage. With `in_place` (host-accessible device), inputs and
+/// outputs are viewed in their host storage and only temporaries get buffers.
+/// Buffers are reused once the value in them is dead (liveness by position).
+stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, bool in_place,
+                          const std::unordered_set<const value_state*>& needed_on_host);
+
+/// Values that must reach host storage: held by a handle, the caller's
+/// storage (not superseded by a later mut), or read by a later stage.
+std::unordered_set<const value_state*> values_needed_on_host(const std::vector<call_node>& nodes,
+                                                           const std::vector<bool>& live,
+                                                           const std::vector<stage>& stages);
+
+struct chunk_plan {
+  std::size_t chunk_units = 0;
+  std::size_t chunks = 0;
+  int streams = 0;
+};
+
+/// Chooses the chunk size: every buffer live per chunk times the pipeline
+/// depth (streams) must fit the budget. Fewer streams are tried before giving
+/// up; chunks are then evened out. `chunk_bytes` (OA_CHUNK_BYTES) caps the
+/// chunk when nonzero. Throws oa::plan_error naming the stage when the budget
+/// cannot hold one unit.
+chunk_plan plan_chunks(std::size_t units, std::size_t bytes_per_unit, std::size_t fixed_bytes_per_slot,
+                       std::size_t budget, int streams, std::size_t chunk_bytes, const std::string& what);
+
+/// "vm::add, vm::mul (+3 more)": names of a stage's calls for messages.
+std::string describe(const stage& s, const std::vector<call_node>& nodes);
+
+}  // namespace oa::detail

@@ -1,0 +1,119 @@
+#include "oa/core/report.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "oa/core/error.hpp"
+
+namespace oa {
+
+double busy_seconds(const std::vector<op_record>& ops, phase p) {
+  std::vector<std::pair<double, double>> iv;
+  for (const auto& o : ops)
+    if (o.what == p) iv.emplace_back(o.begin, o.end);
+  std::sort(iv.begin(), iv.end());
+  double total = 0, cur_b = 0, cur_e = -1;
+  for (auto [b, e] : iv) {
+    if (b > cur_e) {
+      if (cur_e > cur_b) total += cur_e - cur_b;
+      cur_b = b;
+      cur_e = e;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  if (cur_e > cur_b) total += cur_e - cur_b;
+  return total;
+}
+
+stage_report total(const std::vector<stage_report>& stages) {
+  stage_report t;
+  for (const auto& s : stages) {
+    t.calls.insert(t.calls.end(), s.calls.begin(), s.calls.end());
+    if (t.device.empty()) t.device = s.device;
+    else if (t.device != s.device && t.device.find(s.device) == std::string::npos) t.device += "+" + s.device;
+    t.units = std::max(t.units, s.units);
+    t.chunks += s.chunks;
+    t.streams = std::max(t.streams, s.streams);
+    t.sequential = t.sequential || s.sequential;
+    t.h2d_bytes += s.h2d_bytes;
+    t.d2h_bytes += s.d2h_bytes;
+    t.peak_device_bytes = std::max(t.peak_device_bytes, s.peak_device_bytes);
+    t.host_reruns += s.host_reruns;
+    t.h2d_seconds += s.h2d_seconds;
+    t.compute_seconds += s.compute_seconds;
+    t.d2h_seconds += s.d2h_seconds;
+    t.seconds += s.seconds;
+    if (t.error.empty()) t.error = s.error;
+  }
+  return t;
+}
+
+namespace {
+nlohmann::json to_json(const stage_report& s) {
+  return {{"calls", s.calls},
+          {"device", s.device},
+          {"placement", s.placement_reason},
+          {"units", s.units},
+          {"chunk_units", s.chunk_units},
+          {"chunks", s.chunks},
+          {"streams", s.streams},
+          {"sequential", s.sequential},
+          {"bytes_per_unit", s.bytes_per_unit},
+          {"h2d_bytes", s.h2d_bytes},
+          {"d2h_bytes", s.d2h_bytes},
+          {"peak_device_bytes", s.peak_device_bytes},
+          {"host_reruns", s.host_reruns},
+          {"h2d_seconds", s.h2d_seconds},
+          {"compute_seconds", s.compute_seconds},
+          {"d2h_seconds", s.d2h_seconds},
+          {"seconds", s.seconds},
+          {"error", s.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.error)}};
+}
+
+void write_file(const std::string& path, const nlohmann::json& j, const char* what) {
+  std::ofstream f(path);
+  if (!f) throw config_error(std::string("oa: ") + what + ": cannot write '" + path + "'");
+  f << j.dump(2) << '\n';
+}
+}  // namespace
+
+void write_report_json(const std::string& path, const std::vector<stage_report>& stages) {
+  nlohmann::json j;
+  j["stages"] = nlohmann::json::array();
+  for (const auto& s : stages) j["stages"].push_back(to_json(s));
+  j["total"] = to_json(total(stages));
+  write_file(path, j, "OA_REPORT");
+}
+
+void write_trace_json(const std::string& path, const std::vector<trace_event>& events) {
+  // Chrome trace format: a process per device, a thread (track) per stream or engine.
+  std::map<std::string, int> pids;
+  std::map<std::pair<std::string, std::string>, int> tids;
+  nlohmann::json ev = nlohmann::json::array();
+  for (const auto& e : events) {
+    auto [pit, pnew] = pids.emplace(e.device, static_cast<int>(pids.size()) + 1);
+    if (pnew)
+      ev.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", pit->second}, {"args", {{"name", e.device}}}});
+    auto [tit, tnew] = tids.emplace(std::make_pair(e.device, e.track), static_cast<int>(tids.size()) + 1);
+    if (tnew)
+      ev.push_back({{"ph", "M"},
+                    {"name", "thread_name"},
+                    {"pid", pit->second},
+                    {"tid", tit->second},
+                    {"args", {{"name", e.track}}}});
+    nlohmann::json x = {{"ph", "X"},
+                        {"name", e.name},
+                        {"pid", pit->second},
+                        {"tid", tit->second},
+                        {"ts", e.begin * 1e6},
+                        {"dur", (e.end - e.begin) * 1e6}};
+    if (e.bytes) x["args"] = {{"bytes", e.bytes}};
+    ev.push_back(std::move(x));
+  }
+  write_file(path, {{"traceEvents", ev}, {"displayTimeUnit", "ms"}}, "OA_TRACE");
+}
+
+}  // namespace oa

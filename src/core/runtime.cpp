@@ -1,0 +1,222 @@
+#include "oa/core/runtime.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+#include "core/executor.hpp"
+#include "core/planner.hpp"
+#include "oa/core/error.hpp"
+#include "oa/core/lazy.hpp"
+
+namespace oa {
+
+namespace {
+
+struct runtime_state {
+  std::mutex mutex;
+  bool configured = false;
+  config cfg;
+  std::unique_ptr<device> main_device;
+  std::unique_ptr<device> host;
+  std::vector<stage_report> reports;
+  std::vector<trace_event> trace;
+  bool announced = false;
+};
+
+runtime_state& state() {
+  static runtime_state* s = [] {
+    auto* st = new runtime_state;  // never destroyed: thread_local graphs may outlive statics
+    std::atexit([] {
+      try {
+        write_outputs();
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "%s\n", e.what());
+      }
+    });
+    return st;
+  }();
+  return *s;
+}
+
+const config& config_locked(runtime_state& s) {
+  if (!s.configured) {
+    s.cfg = config::from_environment();
+    s.configured = true;
+  }
+  return s.cfg;
+}
+
+std::unique_ptr<device> make_device(const config& c) {
+  if (c.device == "host" || c.device == "auto") {
+    // This build has no CUDA device: auto means the host device.
+    return make_host_device({});
+  }
+  if (c.device == "emulated") {
+    emulated_options o;
+    if (c.device_memory) o.memory_budget = c.device_memory;
+    o.link_bytes_per_second = c.link_gbps * 1e9;
+    o.fail_launch = c.fail_launch;
+    o.fail_copy = c.fail_copy;
+    return make_emulated_device(o);
+  }
+  if (c.device == "cuda")
+    throw config_error(
+        "oa: OA_DEVICE=cuda: this build of oa has no CUDA device (it runs on the host and emulated devices); "
+        "use OA_DEVICE=auto or host");
+  throw config_error("oa: OA_DEVICE: unknown device '" + c.device + "' (use auto, host, emulated or cuda)");
+}
+
+device& host_locked(runtime_state& s) {
+  if (!s.host) s.host = make_host_device({});
+  return *s.host;
+}
+
+device& device_locked(runtime_state& s) {
+  if (!s.main_device) {
+    const config& c = config_locked(s);
+    s.main_device = make_device(c);
+    if (c.verbose && !s.announced) {
+      std::fprintf(stderr, "oa: device: %s%s\n", s.main_device->name().c_str(),
+                   c.device == "auto" ? " (auto: no CUDA device in this build)" : "");
+      s.announced = true;
+    }
+  }
+  return *s.main_device;
+}
+
+bool progress_wanted(const config& c) {
+  if (c.progress >= 0) return c.progress == 1;
+  return ::isatty(STDERR_FILENO) == 1;
+}
+
+}  // namespace
+
+const config& current_config() {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  return config_locked(s);
+}
+
+void set_config(const config& c) {
+  evaluate();
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  s.cfg = c;
+  s.configured = true;
+  s.main_device.reset();
+}
+
+device& current_device() {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  return device_locked(s);
+}
+
+device& host_device() {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  return host_locked(s);
+}
+
+std::vector<stage_report> reports() {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  return s.reports;
+}
+
+void clear_reports() {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  s.reports.clear();
+  s.trace.clear();
+}
+
+void write_outputs() {
+  auto& s = state();
+  std::lock_guard lock(s.mutex);
+  if (!s.configured) return;
+  if (!s.cfg.report.empty()) write_report_json(s.cfg.report, s.reports);
+  if (!s.cfg.trace.empty()) write_trace_json(s.cfg.trace, s.trace);
+}
+
+void evaluate() { detail::evaluate(*detail::current_graph()); }
+
+namespace detail {
+
+std::shared_ptr<graph> current_graph() {
+  thread_local std::shared_ptr<graph> g = std::make_shared<graph>();
+  return g;
+}
+
+void evaluate_owner(const value_state& v) {
+  if (auto g = v.owner.lock()) evaluate(*g);
+  if (v.pending())
+    throw error("oa: " + v.label + ": still pending after evaluation (its graph is gone)");
+}
+
+void evaluate(graph& g) {
+  std::lock_guard glock(g.mutex());
+  std::vector<call_node> nodes = g.take_pending();
+  if (nodes.empty()) return;
+
+  auto& st = state();
+  // One evaluation at a time runs on the devices.
+  std::lock_guard lock(st.mutex);
+  const config& c = config_locked(st);
+
+  const std::vector<bool> live = live_calls(nodes);
+  const std::vector<stage> stages = form_stages(nodes, live);
+  const auto needed = values_needed_on_host(nodes, live, stages);
+
+  for (std::size_t i = 0; i < stages.size(); ++i) {
+    const stage& s = stages[i];
+    run_options opt;
+    opt.sequential = c.sequential;
+    opt.chunk_bytes = c.chunk_bytes;
+    opt.progress = progress_wanted(c);
+    opt.stage_name = "stage " + std::to_string(i + 1) + "/" + std::to_string(stages.size());
+    opt.trace = c.trace.empty() ? nullptr : &st.trace;
+    try {
+      device& dev = device_locked(st);
+      device& host = host_locked(st);
+      device* where = &dev;
+      if (dev.kind() == device_kind::host) {
+        opt.placement_reason = "host device selected";
+      } else if (!s.device_capable) {
+        where = &host;
+        std::string cpu_only;
+        for (int n : s.calls)
+          if (!nodes[static_cast<std::size_t>(n)].device_twin) cpu_only = nodes[static_cast<std::size_t>(n)].name;
+        opt.placement_reason = "'" + cpu_only + "' has no device function";
+      } else {
+        const stage_layout probe = layout_stage(s, nodes, false, needed);
+        const std::size_t bytes = s.units * probe.working_bytes_per_unit;
+        if (bytes < c.host_threshold) {
+          where = &host;
+          opt.placement_reason = "small stage: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD";
+        } else {
+          opt.placement_reason = "every call has a device function";
+        }
+      }
+      opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
+      stage_report r = run_stage(s, nodes, needed, *where, host, opt);
+      st.reports.push_back(std::move(r));
+    } catch (...) {
+      // Planning errors (a budget too small, a device that cannot be made)
+      // come back where the stage's values are asked for.
+      fail_stage(s, nodes, std::current_exception());
+    }
+  }
+  // Values of calls that were never needed stay pending no longer.
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (!live[i])
+      nodes[i].for_each_output([](const value_ptr& v) {
+        if (v->pending()) v->status = value_status::ready;
+      });
+}
+
+}  // namespace detail
+}  // namespace oa

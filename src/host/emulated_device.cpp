@@ -1,0 +1,127 @@
+// The emulated device: a GPU's execution model on the host. Memory is a
+// capped arena; one host-to-device copy engine, one device-to-host copy engine
+// and N compute engines each run their own queue in order (as a GPU's engines
+// do), so copies in both directions overlap kernels of other streams. The link
+// can be throttled per direction, and the Nth launch or copy can be made to
+// fail, to exercise the engine's recovery without a GPU.
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "host/stream_worker.hpp"
+#include "oa/core/error.hpp"
+
+namespace oa {
+
+namespace detail {
+namespace {
+
+class emulated_device final : public stream_device {
+ public:
+  explicit emulated_device(const emulated_options& opt)
+      : stream_device("emulated_device"),
+        opt_(opt),
+        memory_("emulated", 256, 256, opt.memory_budget),
+        h2d_(std::make_unique<fifo_engine>([this](op& o) { execute(o); })),
+        d2h_(std::make_unique<fifo_engine>([this](op& o) { execute(o); })) {
+    for (int i = 0; i < opt.compute_threads; ++i)
+      compute_.push_back(std::make_unique<fifo_engine>([this](op& o) { execute(o); }));
+  }
+
+  ~emulated_device() override {
+    // Each engine drains before the next stops; what an op waits for is either
+    // done or queued on an engine still running.
+    h2d_.reset();
+    d2h_.reset();
+    compute_.clear();
+  }
+
+  device_kind kind() const noexcept override { return device_kind::emulated; }
+  std::string name() const override { return "emulated"; }
+  bool host_accessible() const noexcept override { return false; }
+  int preferred_streams() const noexcept override { return 3; }
+
+  std::size_t memory_budget() const noexcept override { return opt_.memory_budget; }
+  std::size_t bytes_in_use() const noexcept override { return memory_.in_use(); }
+  std::size_t peak_bytes() const noexcept override { return memory_.peak(); }
+  void reset_peak() noexcept override { memory_.reset_peak(); }
+  void* allocate(std::size_t bytes) override { return memory_.allocate(bytes); }
+  void deallocate(void* p, std::size_t) noexcept override { memory_.deallocate(p); }
+
+  void copy_to_device_async(const region& dst, const region& src, stream_id s) override {
+    copy("copy_to_device_async", phase::h2d, dst, src, s);
+  }
+  void copy_to_host_async(const region& dst, const region& src, stream_id s) override {
+    copy("copy_to_host_async", phase::d2h, dst, src, s);
+  }
+
+  void launch_async(launch k, stream_id s) override {
+    auto st = find_stream("launch_async", s);
+    if (!k.host) throw invalid_argument(function_name("launch_async"), "k", "launch has no host callable");
+    op o;
+    o.what = phase::compute;
+    const std::uint64_t n = ++launches_;
+    if (n == opt_.fail_launch)
+      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: injected fault in launch #" +
+                                                     std::to_string(n) + " (kernel '" + k.name + "')"));
+    o.label = std::move(k.name);
+    o.body = std::move(k.host);
+    submit(st, std::move(o));
+  }
+
+ private:
+  void copy(const char* method, phase what, const region& dst, const region& src, stream_id s) {
+    auto st = find_stream(method, s);
+    check_copy(method, dst, src);
+    op o;
+    o.what = what;
+    o.bytes = src.bytes();
+    const std::uint64_t n = ++copies_;
+    if (n == opt_.fail_copy)
+      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: injected fault in copy #" +
+                                                     std::to_string(n) + " (" + to_string(what) + ", " +
+                                                     std::to_string(o.bytes) + " bytes)"));
+    o.body = [dst, src, bw = opt_.link_bytes_per_second] {
+      const auto begin = std::chrono::steady_clock::now();
+      copy_region(dst, src);
+      // Only this direction's engine uses its link, so sleeping here is the
+      // link being busy: the next copy in this direction starts after it.
+      if (bw > 0) {
+        const std::chrono::duration<double> busy(static_cast<double>(src.bytes()) / bw);
+        std::this_thread::sleep_until(begin + std::chrono::duration_cast<std::chrono::steady_clock::duration>(busy));
+      }
+    };
+    submit(st, std::move(o));
+  }
+
+  void enqueue(op o) override {
+    switch (o.what) {
+      case phase::h2d: h2d_->push(std::move(o)); return;
+      case phase::d2h: d2h_->push(std::move(o)); return;
+      case phase::compute: compute_[next_compute_++ % compute_.size()]->push(std::move(o)); return;
+    }
+  }
+
+  const emulated_options opt_;
+  memory_ledger memory_;
+  std::atomic<std::uint64_t> launches_{0};
+  std::atomic<std::uint64_t> copies_{0};
+  std::size_t next_compute_ = 0;  // under the submission lock
+  std::unique_ptr<fifo_engine> h2d_;
+  std::unique_ptr<fifo_engine> d2h_;
+  std::vector<std::unique_ptr<fifo_engine>> compute_;
+};
+
+}  // namespace
+}  // namespace detail
+
+std::unique_ptr<device> make_emulated_device(const emulated_options& opt) {
+  OA_EXPECTS(opt.compute_threads >= 1, "make_emulated_device", "opt.compute_threads", "must be >= 1");
+  OA_EXPECTS(opt.link_bytes_per_second >= 0, "make_emulated_device", "opt.link_bytes_per_second",
+             "must be >= 0 (0: unthrottled)");
+  return std::make_unique<detail::emulated_device>(opt);
+}
+
+}  // namespace oa

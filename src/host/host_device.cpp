@@ -1,0 +1,90 @@
+// The host device: the real CPU. Each stream is one worker thread running its
+// ops in order, so K streams give K-way parallelism. Memory is plain host
+// memory, never capped; the budget it reports is a planning target.
+
+#include <cstdint>
+#include <map>
+#include <thread>
+
+#include "host/stream_worker.hpp"
+#include "oa/core/error.hpp"
+
+namespace oa {
+
+namespace detail {
+namespace {
+
+constexpr std::size_t cache_bytes_per_stream = std::size_t{2} << 20;
+
+class host_device final : public stream_device {
+ public:
+  explicit host_device(const host_options& opt)
+      : stream_device("host_device"),
+        streams_(opt.threads > 0 ? opt.threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))),
+        // Chunks are sized from the budget: keep each stream's working set in cache.
+        budget_(opt.memory_budget ? opt.memory_budget : cache_bytes_per_stream * static_cast<std::size_t>(streams_)),
+        memory_("host", 64, 1, SIZE_MAX) {}
+
+  ~host_device() override { workers_.clear(); }  // each drains its queue, then joins
+
+  device_kind kind() const noexcept override { return device_kind::host; }
+  std::string name() const override { return "host"; }
+  bool host_accessible() const noexcept override { return true; }
+  int preferred_streams() const noexcept override { return streams_; }
+
+  std::size_t memory_budget() const noexcept override { return budget_; }
+  std::size_t bytes_in_use() const noexcept override { return memory_.in_use(); }
+  std::size_t peak_bytes() const noexcept override { return memory_.peak(); }
+  void reset_peak() noexcept override { memory_.reset_peak(); }
+  void* allocate(std::size_t bytes) override { return memory_.allocate(bytes); }
+  void deallocate(void* p, std::size_t) noexcept override { memory_.deallocate(p); }
+
+  void copy_to_device_async(const region& dst, const region& src, stream_id s) override {
+    copy("copy_to_device_async", phase::h2d, dst, src, s);
+  }
+  void copy_to_host_async(const region& dst, const region& src, stream_id s) override {
+    copy("copy_to_host_async", phase::d2h, dst, src, s);
+  }
+
+  void launch_async(launch k, stream_id s) override {
+    auto st = find_stream("launch_async", s);
+    op o;
+    o.what = phase::compute;
+    o.label = std::move(k.name);
+    o.body = std::move(k.host);
+    if (!o.body) throw invalid_argument(function_name("launch_async"), "k", "launch has no host callable");
+    submit(st, std::move(o));
+  }
+
+ private:
+  void copy(const char* method, phase what, const region& dst, const region& src, stream_id s) {
+    auto st = find_stream(method, s);
+    check_copy(method, dst, src);
+    op o;
+    o.what = what;
+    o.bytes = src.bytes();
+    o.body = [dst, src] { copy_region(dst, src); };
+    submit(st, std::move(o));
+  }
+
+  void enqueue(op o) override { workers_.at(o.stream->id)->push(std::move(o)); }
+  void stream_added(stream_id s) override {
+    workers_.emplace(s, std::make_unique<fifo_engine>([this](op& o) { execute(o); }));
+  }
+  void stream_removed(stream_id s) noexcept override { workers_.erase(s); }
+
+  const int streams_;
+  const std::size_t budget_;
+  memory_ledger memory_;
+  std::map<stream_id, std::unique_ptr<fifo_engine>> workers_;  // under the submission lock
+};
+
+}  // namespace
+}  // namespace detail
+
+std::unique_ptr<device> make_host_device(const host_options& opt) {
+  OA_EXPECTS(opt.threads >= 0, "make_host_device", "opt.threads", "must be >= 0 (0: hardware concurrency)");
+  return std::make_unique<detail::host_device>(opt);
+}
+
+}  // namespace oa

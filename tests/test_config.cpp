@@ -1,0 +1,412 @@
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "oa/core/config.hpp"
+#include "oa/core/error.hpp"
+
+namespace {
+
+constexpr std::size_t ki = 1024;
+
+/// The message of the config_error that `f` throws; fails the test if none.
+template <class F>
+std::string config_error_of(F&& f) {
+  try {
+    f();
+  } catch (const oa::config_error& e) {
+    return e.what();
+  }
+  FAIL("expected oa::config_error");
+  return {};
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+const char* const all_variables[] = {
+    "OA_CONFIG",         "OA_DEVICE",     "OA_DEVICE_MEMORY", "OA_STREAMS",   "OA_CHUNK_BYTES",
+    "OA_HOST_THRESHOLD", "OA_REPORT",     "OA_TRACE",         "OA_LINK_GBPS", "OA_FAIL_LAUNCH",
+    "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE",
+};
+
+/// Clears every OA_ variable for one test and puts the caller's values back
+/// afterwards, so the tests neither see nor leak the surrounding environment.
+class scoped_environment {
+ public:
+  scoped_environment() {
+    for (const char* name : all_variables) {
+      const char* v = std::getenv(name);
+      saved_.emplace_back(name, v ? std::optional<std::string>(v) : std::nullopt);
+      ::unsetenv(name);
+    }
+  }
+  ~scoped_environment() {
+    for (const auto& [name, value] : saved_) {
+      if (value)
+        ::setenv(name.c_str(), value->c_str(), 1);
+      else
+        ::unsetenv(name.c_str());
+    }
+  }
+  void set(const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); }
+
+ private:
+  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+};
+
+/// A JSON file in the temp directory, removed at the end of the test.
+class temp_file {
+ public:
+  explicit temp_file(const std::string& text)
+      : path_(std::filesystem::temp_directory_path() /
+              ("oa_test_config_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++) + ".json")) {
+    std::ofstream(path_) << text;
+  }
+  ~temp_file() {
+    std::error_code ec;
+    std::filesystem::remove(path_, ec);
+  }
+  std::string path() const { return path_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+TEST_CASE("parse_bytes reads plain, decimal and binary sizes") {
+  struct row {
+    const char* text;
+    std::size_t bytes;
+  };
+  const row rows[] = {
+      {"0", 0},
+      {"4096", 4096},
+      {"  4096  ", 4096},
+      {"17B", 17},
+      {"17 b", 17},
+      {"1K", ki},
+      {"1k", ki},
+      {"1KiB", ki},
+      {"1kib", ki},
+      {"1KB", 1000},
+      {"1kb", 1000},
+      {"64MiB", 64 * ki * ki},
+      {"64M", 64 * ki * ki},
+      {"64MB", 64'000'000},
+      {"64 mib", 64 * ki * ki},
+      {"2G", 2 * ki * ki * ki},
+      {"2GiB", 2 * ki * ki * ki},
+      {"2GB", 2'000'000'000},
+      {"1.5GiB", 1'610'612'736},
+      {"1.5 GiB", 1'610'612'736},
+      {"1.5GB", 1'500'000'000},
+      {".5KiB", 512},
+      {"0.25M", 256 * ki},
+      {"1T", ki * ki * ki * ki},
+      {"3TiB", 3 * ki * ki * ki * ki},
+      {"3TB", 3'000'000'000'000},
+      {"1.3KiB", 1331},  // 1331.2: fractions of a byte are dropped
+      {"1.9", 1},
+      {"0.0000000000009094947017729282379150390625TiB", 1},  // exactly one byte
+      {"007KB", 7000},
+      {"18446744073709551615", 18446744073709551615ull},
+      {"16777215.999999TiB", 18446744073708452104ull},                // floor of 16777215.999999 * 2^40
+      {"16777215.99999999999999999999TiB", 18446744073709551615ull},  // many digits, no overflow
+  };
+  for (const auto& r : rows) {
+    const std::string text = r.text;
+    CAPTURE(text);
+    CHECK(oa::parse_bytes(r.text, "X") == r.bytes);
+  }
+}
+
+TEST_CASE("parse_bytes rejects malformed sizes and names the setting") {
+  const char* const bad[] = {
+      "",     "   ",   "-1",    "-1MiB", "+5",     "abc",    "12XB", "1.",     ".",
+      "1..5", "1.5.2", "MiB",   "1 2",   "1MiB x", "1 MiBB", "1Mi",  "1 K B",  "0x10",
+      "1e6",  "1,000", "1kibi", "1PB",   "1PiB",   "nan",    "inf",  "1\t\tZ",
+  };
+  for (const char* text : bad) {
+    const std::string shown = text;
+    CAPTURE(shown);
+    const std::string msg = config_error_of([&] { oa::parse_bytes(text, "OA_DEVICE_MEMORY"); });
+    CHECK(contains(msg, "OA_DEVICE_MEMORY"));
+  }
+  CHECK(config_error_of([] { oa::parse_bytes("12XB", "OA_DEVICE_MEMORY"); }) ==
+        "oa: OA_DEVICE_MEMORY: cannot read '12XB' as a byte size (use e.g. 4096, 64MiB, 1.5GiB)");
+}
+
+TEST_CASE("parse_bytes rejects sizes that do not fit") {
+  const char* const huge[] = {"18446744073709551616", "99999999999999999999999", "16777216TiB",
+                              "20000000000GB",        "18446744073709551616 B",  "17000000000000000000.5K"};
+  for (const char* text : huge) {
+    const std::string shown = text;
+    CAPTURE(shown);
+    const std::string msg = config_error_of([&] { oa::parse_bytes(text, "OA_CHUNK_BYTES"); });
+    CHECK(contains(msg, "OA_CHUNK_BYTES"));
+    CHECK(contains(msg, "too large"));
+  }
+}
+
+TEST_CASE("merge_json sets every key") {
+  oa::config c;
+  c.merge_json(R"({
+    "device": "emulated", "device_memory": "1.5GiB", "streams": 4, "chunk_bytes": 65536,
+    "host_threshold": "2 MB", "report": "r.json", "trace": "t.json", "link_gbps": 12.5,
+    "fail_launch": 3, "fail_copy": 7, "sequential": true, "progress": false, "verbose": true
+  })",
+               "test.json");
+  CHECK(c.device == "emulated");
+  CHECK(c.device_memory == 1'610'612'736);
+  CHECK(c.streams == 4);
+  CHECK(c.chunk_bytes == 65536);
+  CHECK(c.host_threshold == 2'000'000);
+  CHECK(c.report == "r.json");
+  CHECK(c.trace == "t.json");
+  CHECK(c.link_gbps == doctest::Approx(12.5));
+  CHECK(c.fail_launch == 3);
+  CHECK(c.fail_copy == 7);
+  CHECK(c.sequential);
+  CHECK(c.progress == 0);
+  CHECK(c.verbose);
+}
+
+TEST_CASE("merge_json keeps keys it is not given and accepts number forms") {
+  oa::config c;
+  c.merge_json(R"({"streams": 2})", "a");
+  c.merge_json(R"({"device_memory": 1e9, "progress": -1, "link_gbps": 0})", "b");
+  CHECK(c.streams == 2);
+  CHECK(c.device == "auto");
+  CHECK(c.device_memory == 1'000'000'000);
+  CHECK(c.progress == -1);
+  CHECK(c.link_gbps == 0);
+  CHECK(c.host_threshold == std::size_t{1} << 20);
+  c.merge_json("{}", "c");
+  CHECK(c.streams == 2);
+  c.merge_json(R"({"progress": true, "streams": 64})", "d");
+  CHECK(c.progress == 1);
+  CHECK(c.streams == 64);
+}
+
+TEST_CASE("merge_json rejects bad documents, naming the origin and the key") {
+  struct row {
+    const char* json;
+    const char* key;  // nullptr: the message only has to name the origin
+  };
+  const row rows[] = {
+      {"", nullptr},
+      {"{", nullptr},
+      {"[1, 2]", nullptr},
+      {"42", nullptr},
+      {R"({"stream": 4})", "stream"},
+      {R"({"Device": "host"})", "Device"},
+      {R"({"device": "gpu"})", "device"},
+      {R"({"device": "CUDA"})", "device"},
+      {R"({"device": 1})", "device"},
+      {R"({"device_memory": "12XB"})", "device_memory"},
+      {R"({"device_memory": -1})", "device_memory"},
+      {R"({"device_memory": 1.5})", "device_memory"},
+      {R"({"device_memory": true})", "device_memory"},
+      {R"({"device_memory": null})", "device_memory"},
+      {R"({"chunk_bytes": [4096]})", "chunk_bytes"},
+      {R"({"host_threshold": "-1K"})", "host_threshold"},
+      {R"({"streams": 0})", "streams"},
+      {R"({"streams": 65})", "streams"},
+      {R"({"streams": -3})", "streams"},
+      {R"({"streams": 2.5})", "streams"},
+      {R"({"streams": "4"})", "streams"},
+      {R"({"streams": 18446744073709551615})", "streams"},
+      {R"({"link_gbps": -1})", "link_gbps"},
+      {R"({"link_gbps": "10"})", "link_gbps"},
+      {R"({"fail_launch": -1})", "fail_launch"},
+      {R"({"fail_copy": "3"})", "fail_copy"},
+      {R"({"sequential": 1})", "sequential"},
+      {R"({"verbose": "yes"})", "verbose"},
+      {R"({"progress": 2})", "progress"},
+      {R"({"progress": "auto"})", "progress"},
+      {R"({"report": 5})", "report"},
+      {R"({"trace": false})", "trace"},
+  };
+  for (const auto& r : rows) {
+    const std::string json = r.json;
+    CAPTURE(json);
+    oa::config c;
+    const std::string msg = config_error_of([&] { c.merge_json(r.json, "settings.json"); });
+    CHECK(contains(msg, "settings.json"));
+    if (r.key != nullptr) CHECK(contains(msg, std::string("'") + r.key + "'"));
+  }
+}
+
+TEST_CASE("merge_json leaves the config unchanged when a key is bad") {
+  oa::config c;
+  CHECK_THROWS_AS(c.merge_json(R"({"streams": 8, "device": "gpu"})", "x"), oa::config_error);
+  CHECK(c.streams == 0);
+  CHECK(c.device == "auto");
+}
+
+TEST_CASE("from_environment gives the defaults when nothing is set") {
+  scoped_environment env;
+  const oa::config c = oa::config::from_environment();
+  const oa::config d;
+  CHECK(c.device == d.device);
+  CHECK(c.device_memory == d.device_memory);
+  CHECK(c.streams == d.streams);
+  CHECK(c.chunk_bytes == d.chunk_bytes);
+  CHECK(c.host_threshold == d.host_threshold);
+  CHECK(c.report.empty());
+  CHECK(c.trace.empty());
+  CHECK(c.link_gbps == 0);
+  CHECK(c.fail_launch == 0);
+  CHECK(c.fail_copy == 0);
+  CHECK_FALSE(c.sequential);
+  CHECK(c.progress == -1);
+  CHECK_FALSE(c.verbose);
+}
+
+TEST_CASE("from_environment reads every variable") {
+  scoped_environment env;
+  env.set("OA_DEVICE", "Host");
+  env.set("OA_DEVICE_MEMORY", "256MiB");
+  env.set("OA_STREAMS", "3");
+  env.set("OA_CHUNK_BYTES", "1M");
+  env.set("OA_HOST_THRESHOLD", "0");
+  env.set("OA_REPORT", "/tmp/report.json");
+  env.set("OA_TRACE", "/tmp/trace.json");
+  env.set("OA_LINK_GBPS", "25.6");
+  env.set("OA_FAIL_LAUNCH", "5");
+  env.set("OA_FAIL_COPY", "9");
+  env.set("OA_SEQUENTIAL", "true");
+  env.set("OA_PROGRESS", "0");
+  env.set("OA_VERBOSE", "1");
+  const oa::config c = oa::config::from_environment();
+  CHECK(c.device == "host");
+  CHECK(c.device_memory == 256 * ki * ki);
+  CHECK(c.streams == 3);
+  CHECK(c.chunk_bytes == ki * ki);
+  CHECK(c.host_threshold == 0);
+  CHECK(c.report == "/tmp/report.json");
+  CHECK(c.trace == "/tmp/trace.json");
+  CHECK(c.link_gbps == doctest::Approx(25.6));
+  CHECK(c.fail_launch == 5);
+  CHECK(c.fail_copy == 9);
+  CHECK(c.sequential);
+  CHECK(c.progress == 0);
+  CHECK(c.verbose);
+
+  env.set("OA_SEQUENTIAL", "FALSE");
+  env.set("OA_PROGRESS", "1");
+  env.set("OA_VERBOSE", "0");
+  const oa::config d = oa::config::from_environment();
+  CHECK_FALSE(d.sequential);
+  CHECK(d.progress == 1);
+  CHECK_FALSE(d.verbose);
+}
+
+TEST_CASE("from_environment: variables override the OA_CONFIG file") {
+  scoped_environment env;
+  const temp_file file(R"({"device": "emulated", "streams": 6, "chunk_bytes": "4KiB", "verbose": true})");
+  env.set("OA_CONFIG", file.path());
+
+  oa::config c = oa::config::from_environment();
+  CHECK(c.device == "emulated");
+  CHECK(c.streams == 6);
+  CHECK(c.chunk_bytes == 4 * ki);
+  CHECK(c.verbose);
+
+  env.set("OA_STREAMS", "2");
+  env.set("OA_VERBOSE", "false");
+  env.set("OA_DEVICE", "");  // empty counts as unset: the file's value stays
+  c = oa::config::from_environment();
+  CHECK(c.device == "emulated");
+  CHECK(c.streams == 2);
+  CHECK(c.chunk_bytes == 4 * ki);
+  CHECK_FALSE(c.verbose);
+}
+
+TEST_CASE("from_environment: errors name the file or the variable") {
+  scoped_environment env;
+
+  SUBCASE("missing file") {
+    const std::string path =
+        (std::filesystem::temp_directory_path() / "oa_test_config_does_not_exist.json").string();
+    env.set("OA_CONFIG", path);
+    const std::string msg = config_error_of([] { oa::config::from_environment(); });
+    CHECK(contains(msg, "OA_CONFIG"));
+    CHECK(contains(msg, path));
+  }
+  SUBCASE("bad key in the file") {
+    const temp_file file(R"({"streams": 100})");
+    env.set("OA_CONFIG", file.path());
+    const std::string msg = config_error_of([] { oa::config::from_environment(); });
+    CHECK(contains(msg, file.path()));
+    CHECK(contains(msg, "'streams'"));
+  }
+  SUBCASE("bad JSON in the file") {
+    const temp_file file("{ device: host }");
+    env.set("OA_CONFIG", file.path());
+    CHECK(contains(config_error_of([] { oa::config::from_environment(); }), file.path()));
+  }
+
+  struct row {
+    const char* variable;
+    const char* value;
+  };
+  const row rows[] = {
+      {"OA_DEVICE", "gpu"},
+      {"OA_DEVICE_MEMORY", "12XB"},
+      {"OA_DEVICE_MEMORY", "-5"},
+      {"OA_STREAMS", "0"},
+      {"OA_STREAMS", "65"},
+      {"OA_STREAMS", "four"},
+      {"OA_STREAMS", "-1"},
+      {"OA_STREAMS", "99999999999999999999"},
+      {"OA_CHUNK_BYTES", "1.5.2M"},
+      {"OA_HOST_THRESHOLD", "lots"},
+      {"OA_LINK_GBPS", "-2"},
+      {"OA_LINK_GBPS", "fast"},
+      {"OA_LINK_GBPS", "inf"},
+      {"OA_LINK_GBPS", "nan"},
+      {"OA_LINK_GBPS", "10GB"},
+      {"OA_FAIL_LAUNCH", "-1"},
+      {"OA_FAIL_LAUNCH", "x"},
+      {"OA_FAIL_COPY", "2.5"},
+      {"OA_FAIL_COPY", "99999999999999999999"},
+      {"OA_SEQUENTIAL", "2"},
+      {"OA_SEQUENTIAL", "yes"},
+      {"OA_PROGRESS", "maybe"},
+      {"OA_VERBOSE", "10"},
+  };
+  for (const auto& r : rows) {
+    const std::string setting = std::string(r.variable) + "=" + r.value;
+    CAPTURE(setting);
+    scoped_environment inner;
+    inner.set(r.variable, r.value);
+    const std::string msg = config_error_of([] { oa::config::from_environment(); });
+    CHECK(contains(msg, std::string("oa: ") + r.variable + ":"));
+  }
+}
+
+TEST_CASE("scoped_environment hides and then restores the caller's variables") {
+  ::setenv("OA_STREAMS", "5", 1);
+  ::unsetenv("OA_DEVICE");
+  {
+    scoped_environment env;
+    env.set("OA_DEVICE", "host");
+    CHECK(std::getenv("OA_STREAMS") == nullptr);
+  }
+  REQUIRE(std::getenv("OA_STREAMS") != nullptr);
+  CHECK(std::string(std::getenv("OA_STREAMS")) == "5");
+  CHECK(std::getenv("OA_DEVICE") == nullptr);
+  ::unsetenv("OA_STREAMS");
+}

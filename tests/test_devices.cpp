@@ -1,0 +1,531 @@
+// The host-side devices (host, emulated): stream order, events, concurrency of
+// the emulated engines, link throttle, memory budget, fault injection, error
+// state, records, argument checks and teardown.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "oa/core/device.hpp"
+#include "oa/core/error.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+
+struct host_dev {
+  static constexpr const char* api = "host_device";
+  static std::unique_ptr<oa::device> make() {
+    oa::host_options o;
+    o.threads = 2;
+    return oa::make_host_device(o);
+  }
+};
+
+struct emulated_dev {
+  static constexpr const char* api = "emulated_device";
+  static std::unique_ptr<oa::device> make() { return oa::make_emulated_device({}); }
+};
+
+struct emulated_two_compute {
+  static constexpr const char* api = "emulated_device";
+  static std::unique_ptr<oa::device> make() {
+    oa::emulated_options o;
+    o.compute_threads = 2;
+    return oa::make_emulated_device(o);
+  }
+};
+
+oa::region whole(void* p, std::size_t bytes) { return {static_cast<std::byte*>(p), bytes, 1, bytes}; }
+
+oa::launch kernel(std::string name, std::function<void()> fn) { return {std::move(name), std::move(fn)}; }
+
+oa::launch sleeper(std::chrono::milliseconds d) {
+  return kernel("sleep", [d] { std::this_thread::sleep_for(d); });
+}
+
+bool overlap(const oa::op_record& a, const oa::op_record& b) { return a.begin < b.end && b.begin < a.end; }
+
+const oa::op_record& find(const std::vector<oa::op_record>& rs, oa::phase p) {
+  auto it = std::find_if(rs.begin(), rs.end(), [&](const oa::op_record& r) { return r.what == p; });
+  REQUIRE(it != rs.end());
+  return *it;
+}
+
+/// Runs `f`, expecting oa::invalid_argument naming `function` and `argument`.
+template <class F>
+void expect_invalid(F&& f, const std::string& function, const std::string& argument) {
+  try {
+    f();
+    FAIL("no oa::invalid_argument from " << function);
+  } catch (const oa::invalid_argument& e) {
+    CHECK(e.function() == function);
+    CHECK(e.argument() == argument);
+    const std::string what = e.what();
+    CHECK(what.find(function) != std::string::npos);
+    CHECK(what.find("'" + argument + "'") != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("ops on one stream run in submission order", F, host_dev, emulated_dev, emulated_two_compute) {
+  auto dev = F::make();
+  const auto s = dev->create_stream();
+  std::vector<int> seen;
+  for (int i = 0; i < 300; ++i) dev->launch_async(kernel("append", [&seen, i] { seen.push_back(i); }), s);
+  dev->synchronize(s);
+  std::vector<int> expected(300);
+  std::iota(expected.begin(), expected.end(), 0);
+  CHECK(seen == expected);
+
+  // Copies and launches, each on its own engine on the emulated device.
+  constexpr std::size_t n = 1024;
+  std::vector<int> in(n), out(n, -1);
+  auto* d = static_cast<int*>(dev->allocate(n * sizeof(int)));
+  for (int round = 0; round < 10; ++round) {
+    std::iota(in.begin(), in.end(), round);
+    dev->copy_to_device_async(whole(d, n * sizeof(int)), whole(in.data(), n * sizeof(int)), s);
+    dev->launch_async(kernel("twice", [d] { for (std::size_t i = 0; i < n; ++i) d[i] *= 2; }), s);
+    dev->copy_to_host_async(whole(out.data(), n * sizeof(int)), whole(d, n * sizeof(int)), s);
+    dev->synchronize(s);
+    std::vector<int> expected_out(n);
+    std::iota(expected_out.begin(), expected_out.end(), round);
+    for (auto& v : expected_out) v *= 2;
+    REQUIRE(out == expected_out);
+  }
+  dev->deallocate(d, n * sizeof(int));
+  dev->destroy_stream(s);
+}
+
+TEST_CASE_TEMPLATE("events order work across streams", F, host_dev, emulated_dev, emulated_two_compute) {
+  auto dev = F::make();
+  const auto a = dev->create_stream(), b = dev->create_stream();
+  int flag = 0, observed = -1;
+  dev->launch_async(kernel("produce", [&] { std::this_thread::sleep_for(20ms); flag = 1; }), a);
+  auto e = dev->record_event(a);
+  dev->wait_event(b, e);
+  dev->launch_async(kernel("consume", [&] { observed = flag; }), b);
+  dev->synchronize(b);
+  CHECK(observed == 1);
+  CHECK(dev->synchronize_event(e) == nullptr);
+
+  // An event on an idle stream is complete at once.
+  const auto c = dev->create_stream();
+  CHECK(dev->synchronize_event(dev->record_event(c)) == nullptr);
+  dev->wait_idle();
+}
+
+TEST_CASE("emulated copy engines and compute engine overlap across streams") {
+  oa::emulated_options o;
+  o.link_bytes_per_second = 0.5e9;  // 5 MB: 10 ms per copy
+  auto dev = oa::make_emulated_device(o);
+  constexpr std::size_t bytes = 5'000'000;
+  std::vector<std::byte> host_in(bytes, std::byte{1}), host_out(bytes);
+  void* d_in = dev->allocate(bytes);
+  void* d_out = dev->allocate(bytes);
+  const auto a = dev->create_stream(), b = dev->create_stream(), c = dev->create_stream();
+  dev->set_recording(true);
+  dev->copy_to_device_async(whole(d_in, bytes), whole(host_in.data(), bytes), a);
+  dev->copy_to_host_async(whole(host_out.data(), bytes), whole(d_out, bytes), b);
+  dev->launch_async(sleeper(10ms), c);
+  dev->wait_idle();
+  const auto rs = dev->take_records();
+  REQUIRE(rs.size() == 3);
+  const auto &in = find(rs, oa::phase::h2d), &out = find(rs, oa::phase::d2h), &k = find(rs, oa::phase::compute);
+  CHECK(in.end - in.begin >= 0.010);
+  CHECK(out.end - out.begin >= 0.010);
+  CHECK(overlap(in, out));
+  CHECK((overlap(k, in) || overlap(k, out)));
+  const double span = std::max(in.end, out.end) - std::min(in.begin, out.begin);
+  CHECK(span < 0.75 * ((in.end - in.begin) + (out.end - out.begin)));
+  dev->deallocate(d_in, bytes);
+  dev->deallocate(d_out, bytes);
+}
+
+TEST_CASE("emulated engines pipeline chunks over three streams") {
+  oa::emulated_options o;
+  o.link_bytes_per_second = 1e9;  // 4 MB: 4 ms per copy
+  auto dev = oa::make_emulated_device(o);
+  constexpr std::size_t bytes = 4'000'000;
+  constexpr int chunks = 6;
+  std::vector<std::byte> host(bytes);
+  std::vector<void*> d;
+  std::vector<oa::stream_id> s;
+  for (int i = 0; i < 3; ++i) {
+    d.push_back(dev->allocate(bytes));
+    s.push_back(dev->create_stream());
+  }
+  dev->set_recording(true);
+  const double t0 = dev->now();
+  for (int i = 0; i < chunks; ++i) {
+    const auto st = s[i % 3];
+    dev->copy_to_device_async(whole(d[i % 3], bytes), whole(host.data(), bytes), st);
+    dev->launch_async(sleeper(4ms), st);
+    dev->copy_to_host_async(whole(host.data(), bytes), whole(d[i % 3], bytes), st);
+  }
+  dev->wait_idle();
+  const double wall = dev->now() - t0;
+  double busy = 0;
+  for (const auto& r : dev->take_records()) busy += r.end - r.begin;
+  // Serial would be the sum of all op times; the engines overlap them.
+  CHECK(wall < 0.8 * busy);
+  for (int i = 0; i < 3; ++i) {
+    dev->deallocate(d[i], bytes);
+    dev->destroy_stream(s[i]);
+  }
+}
+
+TEST_CASE("host device streams run in parallel") {
+  auto dev = host_dev::make();
+  const auto a = dev->create_stream(), b = dev->create_stream();
+  dev->set_recording(true);
+  dev->launch_async(sleeper(20ms), a);
+  dev->launch_async(sleeper(20ms), b);
+  dev->wait_idle();
+  const auto rs = dev->take_records();
+  REQUIRE(rs.size() == 2);
+  CHECK(overlap(rs[0], rs[1]));
+}
+
+TEST_CASE("emulated compute engines run launches of different streams concurrently") {
+  auto dev = emulated_two_compute::make();
+  const auto a = dev->create_stream(), b = dev->create_stream();
+  dev->set_recording(true);
+  dev->launch_async(sleeper(20ms), a);
+  dev->launch_async(sleeper(20ms), b);
+  dev->wait_idle();
+  const auto rs = dev->take_records();
+  REQUIRE(rs.size() == 2);
+  CHECK(overlap(rs[0], rs[1]));
+}
+
+TEST_CASE("emulated link throttle holds a copy for bytes / bandwidth") {
+  oa::emulated_options o;
+  o.link_bytes_per_second = 1e9;
+  auto dev = oa::make_emulated_device(o);
+  constexpr std::size_t bytes = 8'000'000;
+  std::vector<std::byte> host(bytes, std::byte{7});
+  void* d = dev->allocate(bytes);
+  const auto s = dev->create_stream();
+  dev->set_recording(true);
+  const auto t0 = std::chrono::steady_clock::now();
+  dev->copy_to_device_async(whole(d, bytes), whole(host.data(), bytes), s);
+  dev->synchronize(s);
+  const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - t0;
+  CHECK(wall.count() >= 0.008);
+  const auto rs = dev->take_records();
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].end - rs[0].begin >= 0.008);
+  CHECK(rs[0].bytes == bytes);
+  CHECK(static_cast<std::byte*>(d)[bytes - 1] == std::byte{7});
+  dev->deallocate(d, bytes);
+}
+
+TEST_CASE("emulated memory is capped exactly at the budget") {
+  oa::emulated_options o;
+  o.memory_budget = 4096;
+  auto dev = oa::make_emulated_device(o);
+  CHECK(dev->memory_budget() == 4096);
+  void* a = dev->allocate(1000);  // counts 1024
+  CHECK(reinterpret_cast<std::uintptr_t>(a) % 256 == 0);
+  CHECK(dev->bytes_in_use() == 1024);
+  void* b = dev->allocate(3072);
+  CHECK(dev->bytes_in_use() == 4096);
+  CHECK(dev->peak_bytes() == 4096);
+  try {
+    dev->allocate(1);
+    FAIL("allocation past the budget succeeded");
+  } catch (const oa::device_out_of_memory& e) {
+    CHECK(e.requested() == 1);
+    CHECK(std::string(e.what()).find("emulated") != std::string::npos);
+  }
+  CHECK(dev->bytes_in_use() == 4096);
+
+  void* z1 = dev->allocate(0);  // unique, non-null, free of charge
+  void* z2 = dev->allocate(0);
+  CHECK(z1 != nullptr);
+  CHECK(z1 != z2);
+  CHECK(dev->bytes_in_use() == 4096);
+  dev->deallocate(z1, 0);
+  dev->deallocate(z2, 0);
+  dev->deallocate(nullptr, 0);
+
+  dev->deallocate(a, 1000);
+  CHECK(dev->bytes_in_use() == 3072);
+  void* c = dev->allocate(1024);
+  CHECK_THROWS_AS(dev->allocate(256), oa::device_out_of_memory);
+  dev->deallocate(b, 3072);
+  dev->deallocate(c, 1024);
+  CHECK(dev->bytes_in_use() == 0);
+  CHECK(dev->peak_bytes() == 4096);
+  dev->reset_peak();
+  CHECK(dev->peak_bytes() == 0);
+  CHECK_THROWS_AS(dev->allocate(SIZE_MAX), oa::device_out_of_memory);
+  (void)dev->allocate(512);  // left to the device to free
+}
+
+TEST_CASE("host device memory and planning budget") {
+  oa::host_options o;
+  o.threads = 3;
+  auto dev = oa::make_host_device(o);
+  CHECK(dev->kind() == oa::device_kind::host);
+  CHECK(dev->name() == "host");
+  CHECK(dev->host_accessible());
+  CHECK(dev->preferred_streams() == 3);
+  CHECK(dev->memory_budget() == 3 * (std::size_t{2} << 20));
+  void* p = dev->allocate(100);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
+  void* q = dev->allocate(dev->memory_budget());  // the budget is a target, not a cap
+  CHECK(dev->bytes_in_use() == 100 + dev->memory_budget());
+  dev->deallocate(q, dev->memory_budget());
+  CHECK(dev->bytes_in_use() == 100);
+  CHECK(dev->peak_bytes() == 100 + dev->memory_budget());
+  dev->reset_peak();
+  CHECK(dev->peak_bytes() == 100);
+  dev->deallocate(p, 100);
+  CHECK(dev->bytes_in_use() == 0);
+
+  o.memory_budget = 12345;
+  CHECK(oa::make_host_device(o)->memory_budget() == 12345);
+  const auto dflt = oa::make_host_device();
+  CHECK(dflt->preferred_streams() == std::max(1, static_cast<int>(std::thread::hardware_concurrency())));
+
+  auto emu = emulated_dev::make();
+  CHECK(emu->kind() == oa::device_kind::emulated);
+  CHECK(emu->name() == "emulated");
+  CHECK_FALSE(emu->host_accessible());
+  CHECK(emu->preferred_streams() == 3);
+}
+
+TEST_CASE("emulated fault in the 3rd launch stops its stream until synchronize") {
+  oa::emulated_options o;
+  o.fail_launch = 3;
+  auto dev = oa::make_emulated_device(o);
+  const auto a = dev->create_stream(), b = dev->create_stream();
+  std::atomic<bool> ran[8] = {};
+  auto mark = [&](int i) { return kernel("k" + std::to_string(i), [&ran, i] { ran[i] = true; }); };
+  int dst = 1, src = 2;
+  dev->set_recording(true);
+
+  dev->launch_async(mark(0), a);  // launch #1
+  auto before = dev->record_event(a);
+  dev->launch_async(mark(1), b);                       // #2
+  dev->launch_async(kernel("bad", [&] { ran[2] = true; }), a);  // #3: injected fault
+  dev->launch_async(mark(3), a);                       // skipped
+  dev->copy_to_host_async(whole(&dst, sizeof dst), whole(&src, sizeof src), a);  // skipped
+  auto after = dev->record_event(a);
+  dev->launch_async(mark(4), b);
+  dev->wait_event(b, after);  // waiting on an errored event: b stays healthy
+  dev->launch_async(mark(5), b);
+
+  CHECK(dev->synchronize_event(before) == nullptr);
+  auto error = dev->synchronize_event(after);
+  REQUIRE(error != nullptr);
+  try {
+    std::rethrow_exception(error);
+  } catch (const oa::device_fault& e) {
+    const std::string what = e.what();
+    CHECK(what.find("injected fault in launch #3") != std::string::npos);
+    CHECK(what.find("kernel 'bad'") != std::string::npos);
+  }
+  CHECK_NOTHROW(dev->synchronize(b));
+  CHECK(ran[1]);
+  CHECK(ran[4]);
+  CHECK(ran[5]);
+
+  CHECK_THROWS_AS(dev->synchronize(a), oa::device_fault);
+  CHECK(ran[0]);
+  CHECK_FALSE(ran[2]);
+  CHECK_FALSE(ran[3]);
+  CHECK(dst == 1);
+  CHECK(dev->synchronize_event(after) != nullptr);  // an event keeps its error
+
+  // Cleared: the stream works again, and the fault does not trigger twice.
+  dev->launch_async(mark(6), a);
+  auto later = dev->record_event(a);
+  CHECK_NOTHROW(dev->synchronize(a));
+  CHECK(ran[6]);
+  CHECK(dev->synchronize_event(later) == nullptr);
+
+  // Neither the fault nor the skipped ops were recorded.
+  std::vector<std::string> labels;
+  for (const auto& r : dev->take_records()) labels.push_back(r.label);
+  std::sort(labels.begin(), labels.end());
+  CHECK(labels == std::vector<std::string>{"k0", "k1", "k4", "k5", "k6"});
+}
+
+TEST_CASE_TEMPLATE("a launch's own exception comes back unchanged", F, host_dev, emulated_dev) {
+  auto dev = F::make();
+  const auto s = dev->create_stream();
+  bool after_ran = false;
+  dev->launch_async(kernel("boom", [] { throw std::runtime_error("boom"); }), s);
+  dev->launch_async(kernel("after", [&] { after_ran = true; }), s);
+  auto e = dev->record_event(s);
+  CHECK(dev->synchronize_event(e) != nullptr);
+  bool caught = false;
+  try {
+    dev->synchronize(s);
+  } catch (const oa::error&) {
+    FAIL("wrapped in an oa::error");
+  } catch (const std::runtime_error& x) {
+    caught = true;
+    CHECK(std::string(x.what()) == "boom");
+  }
+  CHECK(caught);
+  CHECK_FALSE(after_ran);
+
+  // Whatever is thrown, not only std::exception.
+  dev->launch_async(kernel("int", [] { throw 42; }), s);
+  dev->wait_idle();  // errors stay on their stream
+  try {
+    dev->synchronize(s);
+    FAIL("no exception");
+  } catch (int v) {
+    CHECK(v == 42);
+  }
+  CHECK_NOTHROW(dev->synchronize(s));
+  CHECK(dev->synchronize_event(dev->record_event(s)) == nullptr);
+}
+
+TEST_CASE("emulated copy fault leaves the destination untouched") {
+  oa::emulated_options o;
+  o.fail_copy = 2;
+  auto dev = oa::make_emulated_device(o);
+  const auto s = dev->create_stream();
+  std::vector<std::byte> host(4096, std::byte{5}), back(4096, std::byte{0xAB});
+  void* d = dev->allocate(4096);
+  dev->copy_to_device_async(whole(d, 4096), whole(host.data(), 4096), s);  // copy #1
+  dev->copy_to_host_async(whole(back.data(), 4096), whole(d, 4096), s);    // copy #2: fault
+  try {
+    dev->synchronize(s);
+    FAIL("no fault");
+  } catch (const oa::device_fault& e) {
+    CHECK(std::string(e.what()).find("injected fault in copy #2 (d2h, 4096 bytes)") != std::string::npos);
+  }
+  CHECK(std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0xAB}; }));
+  dev->copy_to_host_async(whole(back.data(), 4096), whole(d, 4096), s);  // #3 works
+  dev->synchronize(s);
+  CHECK(back[4095] == std::byte{5});
+  dev->deallocate(d, 4096);
+}
+
+TEST_CASE_TEMPLATE("records say what ran, where and when", F, host_dev, emulated_dev) {
+  auto dev = F::make();
+  const auto s = dev->create_stream();
+  std::vector<std::byte> host(1000, std::byte{3}), back(128 * 5);
+  void* d = dev->allocate(1000);
+  dev->launch_async(kernel("unrecorded", [] {}), s);
+  dev->synchronize(s);
+  dev->set_recording(true);
+  dev->copy_to_device_async(whole(d, 1000), whole(host.data(), 1000), s);
+  dev->launch_async(kernel("kern", [] {}), s);
+  // 5 rows of 100 bytes, 128 apart on the host.
+  dev->copy_to_host_async({back.data(), 100, 5, 128}, {static_cast<std::byte*>(d), 100, 5, 100}, s);
+  dev->synchronize(s);
+  const double end = dev->now();
+  const auto rs = dev->take_records();
+  REQUIRE(rs.size() == 3);
+  CHECK(rs[0].what == oa::phase::h2d);
+  CHECK(rs[0].bytes == 1000);
+  CHECK(rs[0].label.empty());
+  CHECK(rs[1].what == oa::phase::compute);
+  CHECK(rs[1].bytes == 0);
+  CHECK(rs[1].label == "kern");
+  CHECK(rs[2].what == oa::phase::d2h);
+  CHECK(rs[2].bytes == 500);
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    CHECK(rs[i].stream == s);
+    CHECK(rs[i].begin >= 0);
+    CHECK(rs[i].begin <= rs[i].end);
+    CHECK(rs[i].end <= end);
+    if (i > 0) CHECK(rs[i - 1].end <= rs[i].begin);
+  }
+  CHECK(back[4 * 128 + 99] == std::byte{3});
+  CHECK(back[100] == std::byte{0});
+  CHECK(dev->take_records().empty());
+  dev->set_recording(false);
+  dev->launch_async(kernel("off", [] {}), s);
+  dev->synchronize(s);
+  CHECK(dev->take_records().empty());
+  dev->deallocate(d, 1000);
+}
+
+TEST_CASE_TEMPLATE("bad stream ids, regions and events are named", F, host_dev, emulated_dev) {
+  auto dev = F::make();
+  const std::string api = F::api;
+  const auto s = dev->create_stream();
+  std::byte a[64] = {}, b[64] = {};
+  const oa::region ra = whole(a, 64), rb = whole(b, 64);
+
+  expect_invalid([&] { dev->copy_to_device_async(ra, rb, 999); }, api + "::copy_to_device_async", "stream");
+  expect_invalid([&] { dev->copy_to_host_async(ra, rb, -1); }, api + "::copy_to_host_async", "stream");
+  expect_invalid([&] { dev->launch_async(kernel("k", [] {}), 999); }, api + "::launch_async", "stream");
+  expect_invalid([&] { dev->record_event(999); }, api + "::record_event", "stream");
+  expect_invalid([&] { dev->wait_event(999, dev->record_event(s)); }, api + "::wait_event", "stream");
+  expect_invalid([&] { dev->synchronize(999); }, api + "::synchronize", "stream");
+  expect_invalid([&] { dev->wait_event(s, nullptr); }, api + "::wait_event", "e");
+  expect_invalid([&] { (void)dev->synchronize_event(nullptr); }, api + "::synchronize_event", "e");
+  expect_invalid([&] { dev->launch_async(oa::launch{"empty", {}}, s); }, api + "::launch_async", "k");
+
+  expect_invalid([&] { dev->copy_to_device_async(whole(a, 10), whole(b, 12), s); },
+                 api + "::copy_to_device_async", "src");
+  expect_invalid([&] { dev->copy_to_host_async({a, 8, 4, 8}, {b, 8, 2, 8}, s); }, api + "::copy_to_host_async",
+                 "src");
+  expect_invalid([&] { dev->copy_to_host_async({a, 8, 4, 4}, {b, 8, 4, 8}, s); }, api + "::copy_to_host_async",
+                 "dst");
+
+  const auto gone = dev->create_stream();
+  dev->destroy_stream(gone);
+  expect_invalid([&] { dev->launch_async(kernel("k", [] {}), gone); }, api + "::launch_async", "stream");
+  dev->destroy_stream(gone);  // unknown ids are ignored
+  CHECK_NOTHROW(dev->synchronize(s));
+}
+
+TEST_CASE("bad options are named") {
+  oa::emulated_options e;
+  e.compute_threads = 0;
+  expect_invalid([&] { oa::make_emulated_device(e); }, "make_emulated_device", "opt.compute_threads");
+  e.compute_threads = 1;
+  e.link_bytes_per_second = -1;
+  expect_invalid([&] { oa::make_emulated_device(e); }, "make_emulated_device", "opt.link_bytes_per_second");
+  oa::host_options h;
+  h.threads = -2;
+  expect_invalid([&] { oa::make_host_device(h); }, "make_host_device", "opt.threads");
+}
+
+TEST_CASE_TEMPLATE("destroying a stream or the device waits for pending work", F, host_dev, emulated_dev,
+                   emulated_two_compute) {
+  std::atomic<int> done{0};
+  {
+    auto dev = F::make();
+    const auto s = dev->create_stream();
+    dev->launch_async(kernel("slow", [&] { std::this_thread::sleep_for(10ms); ++done; }), s);
+    dev->destroy_stream(s);
+    CHECK(done == 1);
+
+    const auto a = dev->create_stream(), b = dev->create_stream();
+    std::vector<std::byte> host(1 << 16), back(1 << 16);
+    void* d = dev->allocate(host.size());  // never freed: the device frees it
+    for (int i = 0; i < 4; ++i) {
+      dev->copy_to_device_async(whole(d, host.size()), whole(host.data(), host.size()), a);
+      dev->launch_async(kernel("slow", [&] { std::this_thread::sleep_for(3ms); ++done; }), a);
+    }
+    dev->wait_event(b, dev->record_event(a));
+    dev->launch_async(kernel("throws", [] { throw std::runtime_error("never reported"); }), b);
+    dev->launch_async(kernel("skipped", [&] { done += 100; }), b);
+    dev->copy_to_host_async(whole(back.data(), back.size()), whole(d, back.size()), a);
+    // Streams are left alive and unsynchronized.
+  }
+  CHECK(done == 5);
+}
