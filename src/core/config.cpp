@@ -263,6 +263,8 @@ void config::merge_json(const std::string& json_text, const std::string& origin)
       next.fail_copy = json_unsigned(value, what, "a copy count");
     } else if (key == "sequential") {
       next.sequential = json_bool(value, what);
+    } else if (key == "emulated_device_functions") {
+      next.emulated_device_functions = json_bool(value, what);
     } else if (key == "progress") {
       // true/false, or -1 for "when stderr is a terminal" (the default).
       if (value.is_boolean()) {
@@ -299,6 +301,8 @@ config config::from_environment() {
     c.fail_launch = parse_unsigned(v, "OA_FAIL_LAUNCH", "a launch count");
   if (const char* v = env("OA_FAIL_COPY")) c.fail_copy = parse_unsigned(v, "OA_FAIL_COPY", "a copy count");
   if (const char* v = env("OA_SEQUENTIAL")) c.sequential = env_bool(v, "OA_SEQUENTIAL");
+  if (const char* v = env("OA_EMULATED_DEVICE_FUNCTIONS"))
+    c.emulated_device_functions = env_bool(v, "OA_EMULATED_DEVICE_FUNCTIONS");
   if (const char* v = env("OA_PROGRESS")) c.progress = env_bool(v, "OA_PROGRESS") ? 1 : 0;
   if (const char* v = env("OA_VERBOSE")) c.verbose = env_bool(v, "OA_VERBOSE");
   return c;

@@ -182,7 +182,6 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (s.calls.empty()) return rep;
 
   const bool in_place = dev.host_accessible();
-  const bool use_twin = !in_place;  // a device runs the device functions; the host device the CPU ones
   const stage_layout L = layout_stage(s, nodes, in_place, needed_on_host);
   const std::string what = opt.stage_name + " [" + describe(s, nodes) + "] on " + dev.name();
 
@@ -265,11 +264,14 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
         }
       }
       std::byte* kernel_partial = in_place ? host_partial : sl.partials;
-      dev.launch_async({launch_name,
-                        [&s, &nodes, &L, regs, r, kernel_partial, use_twin] {
-                          run_chunk(s, nodes, L, regs, r, kernel_partial, use_twin);
-                        }},
-                       sl.stream);
+      launch k{launch_name,
+               [&s, &nodes, &L, regs, r, kernel_partial] { run_chunk(s, nodes, L, regs, r, kernel_partial, false); },
+               {}};
+      if (s.device_capable)
+        k.device_twin = [&s, &nodes, &L, regs, r, kernel_partial] {
+          run_chunk(s, nodes, L, regs, r, kernel_partial, true);
+        };
+      dev.launch_async(std::move(k), sl.stream);
       if (!in_place) {
         for (std::size_t k = 0; k < L.values.size(); ++k) {
           const stage_value& v = L.values[k];

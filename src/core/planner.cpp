@@ -28,19 +28,47 @@ std::vector<bool> live_calls(const std::vector<call_node>& nodes) {
 
 std::vector<stage> form_stages(const std::vector<call_node>& nodes, const std::vector<bool>& live) {
   std::vector<stage> stages;
-  std::unordered_set<int> in_current;
+  std::unordered_map<const value_state*, int> produced_in;  // value -> stage
+  std::unordered_map<const value_state*, int> last_read_in;  // value -> last stage reading it
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (!live[i]) continue;
     const call_node& n = nodes[i];
     const bool capable = static_cast<bool>(n.device_twin);
-    bool fresh = stages.empty() || stages.back().units != n.units || stages.back().device_capable != capable;
-    for (const auto& s : n.scalars) fresh = fresh || in_current.count(s->producer);
-    if (fresh) {
-      stages.push_back({{}, n.units, capable});
-      in_current.clear();
+    // The earliest stage this call may join: after every stage producing
+    // what it reads (a whole value it reads must be finished: strictly after),
+    // and after every stage reading a version it updates in place.
+    int earliest = 0;
+    for (const auto& a : n.args) {
+      if (a.role == arg_role::out) continue;
+      if (auto it = produced_in.find(a.value.get()); it != produced_in.end()) earliest = std::max(earliest, it->second);
+      if (a.role == arg_role::mut)
+        if (auto it = last_read_in.find(a.value.get()); it != last_read_in.end()) earliest = std::max(earliest, it->second);
     }
-    stages.back().calls.push_back(static_cast<int>(i));
-    in_current.insert(static_cast<int>(i));
+    for (const auto& v : n.scalars)
+      if (auto it = produced_in.find(v.get()); it != produced_in.end()) earliest = std::max(earliest, it->second + 1);
+    // Join the last matching stage at or after `earliest`, else open a new one.
+    int target = -1;
+    for (int s = static_cast<int>(stages.size()) - 1; s >= earliest; --s)
+      if (stages[static_cast<std::size_t>(s)].units == n.units && stages[static_cast<std::size_t>(s)].device_capable == capable) {
+        target = s;
+        break;
+      }
+    if (target < 0) {
+      stages.push_back({{}, n.units, capable});
+      target = static_cast<int>(stages.size() - 1);
+    }
+    stages[static_cast<std::size_t>(target)].calls.push_back(static_cast<int>(i));
+    for (const auto& a : n.args) {
+      if (a.role != arg_role::out) {
+        int& r = last_read_in[a.value.get()];
+        r = std::max(r, target);
+      }
+    }
+    for (const auto& v : n.scalars) {
+      int& r = last_read_in[v.get()];
+      r = std::max(r, target);
+    }
+    n.for_each_output([&](const value_ptr& v) { produced_in[v.get()] = target; });
   }
   return stages;
 }

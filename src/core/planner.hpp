@@ -23,9 +23,12 @@ struct stage {
   bool device_capable = true;  // every call has a device function
 };
 
-/// Groups live calls into stages, in program order. A call starts a new stage
-/// when its units differ, when it needs a whole value (a lazy broadcast)
-/// produced in the current stage, or when it cannot run where the stage runs.
+/// Groups live calls into stages, run in order. A call joins the latest stage
+/// over the same units that can run it (all calls with device functions, or
+/// not) unless that would run it before something it depends on: a stage
+/// producing what it reads, a stage finishing a whole value it needs (a lazy
+/// broadcast, strictly earlier), or a stage reading a version it updates.
+/// Otherwise it opens a new stage.
 std::vector<stage> form_stages(const std::vector<call_node>& nodes, const std::vector<bool>& live);
 
 /// How a value of a stage is held during one chunk.

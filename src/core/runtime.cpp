@@ -60,6 +60,7 @@ std::unique_ptr<device> make_device(const config& c) {
     o.link_bytes_per_second = c.link_gbps * 1e9;
     o.fail_launch = c.fail_launch;
     o.fail_copy = c.fail_copy;
+    o.run_device_functions = c.emulated_device_functions;
     return make_emulated_device(o);
   }
   if (c.device == "cuda")

@@ -29,17 +29,17 @@ using split::contiguous;
   inline constexpr auto NAME##_aa = oa::annotate<"Eigen::ArrayBase::operator" #SYMBOL>(                 \
       oa::cpu([](const auto& a, const auto& b, auto& out) { out = (a SYMBOL b); }),                     \
       oa::args(oa::in<contiguous>, oa::in<contiguous>, oa::out<contiguous, array<R>>),                 \
-      oa::device(oa::elementwise(ops::OP{})));                                                          \
+      oa::device_fn(oa::elementwise(ops::OP{})));                                                          \
   template <class S, class R = S>                                                                       \
   inline constexpr auto NAME##_as = oa::annotate<"Eigen::ArrayBase::operator" #SYMBOL " (scalar)">(     \
       oa::cpu([](const auto& a, const S& b, auto& out) { out = (a SYMBOL b); }),                        \
       oa::args(oa::in<contiguous>, oa::scalar<S>, oa::out<contiguous, array<R>>),                      \
-      oa::device(oa::elementwise(ops::OP{})));                                                          \
+      oa::device_fn(oa::elementwise(ops::OP{})));                                                          \
   template <class S, class R = S>                                                                       \
   inline constexpr auto NAME##_sa = oa::annotate<"Eigen::operator" #SYMBOL " (scalar, array)">(         \
       oa::cpu([](const S& a, const auto& b, auto& out) { out = (a SYMBOL b); }),                        \
       oa::args(oa::scalar<S>, oa::in<contiguous>, oa::out<contiguous, array<R>>),                      \
-      oa::device(oa::elementwise(ops::OP{})));
+      oa::device_fn(oa::elementwise(ops::OP{})));
 
 OA_EIGEN_BINARY(add, add, +)
 OA_EIGEN_BINARY(sub, sub, -)
@@ -56,7 +56,7 @@ OA_EIGEN_BINARY(ge, greater_equal, >=)
   inline constexpr auto NAME = oa::annotate<"Eigen::ArrayBase::" #NAME>(           \
       oa::cpu([](const auto& a, auto& out) { out = a.NAME(); }),                   \
       oa::args(oa::in<contiguous>, oa::out<contiguous, array<S>>),                 \
-      oa::device(oa::elementwise(ops::NAME{})));
+      oa::device_fn(oa::elementwise(ops::NAME{})));
 
 OA_EIGEN_UNARY(exp)
 OA_EIGEN_UNARY(log)
@@ -73,38 +73,38 @@ OA_EIGEN_UNARY(square)
 template <class S>
 inline constexpr auto negate = oa::annotate<"Eigen::ArrayBase::operator- (unary)">(
     oa::cpu([](const auto& a, auto& out) { out = -a; }), oa::args(oa::in<contiguous>, oa::out<contiguous, array<S>>),
-    oa::device(oa::elementwise(ops::negate{})));
+    oa::device_fn(oa::elementwise(ops::negate{})));
 
 // cond.select(a, b) with arrays or scalars for a and b.
 template <class S>
 inline constexpr auto select_aa = oa::annotate<"Eigen::DenseBase::select">(
     oa::cpu([](const auto& c, const auto& a, const auto& b, auto& out) { out = c.select(a, b); }),
     oa::args(oa::in<contiguous>, oa::in<contiguous>, oa::in<contiguous>, oa::out<contiguous, array<S>>),
-    oa::device(oa::elementwise(ops::select{})));
+    oa::device_fn(oa::elementwise(ops::select{})));
 template <class S>
 inline constexpr auto select_sa = oa::annotate<"Eigen::DenseBase::select (scalar, array)">(
     oa::cpu([](const auto& c, const S& a, const auto& b, auto& out) { out = c.select(a, b); }),
     oa::args(oa::in<contiguous>, oa::scalar<S>, oa::in<contiguous>, oa::out<contiguous, array<S>>),
-    oa::device(oa::elementwise(ops::select{})));
+    oa::device_fn(oa::elementwise(ops::select{})));
 template <class S>
 inline constexpr auto select_as = oa::annotate<"Eigen::DenseBase::select (array, scalar)">(
     oa::cpu([](const auto& c, const auto& a, const S& b, auto& out) { out = c.select(a, b); }),
     oa::args(oa::in<contiguous>, oa::in<contiguous>, oa::scalar<S>, oa::out<contiguous, array<S>>),
-    oa::device(oa::elementwise(ops::select{})));
+    oa::device_fn(oa::elementwise(ops::select{})));
 
 // Reductions: a partial per chunk, merged in chunk order.
 template <class S>
 inline constexpr auto sum = oa::annotate<"Eigen::DenseBase::sum">(
     oa::cpu([](const auto& a) { return S(a.sum()); }), oa::args(oa::in<contiguous>, oa::ret<split::sum, S>),
-    oa::device(oa::elementwise(ops::identity{})));
+    oa::device_fn(oa::elementwise(ops::identity{})));
 template <class S>
 inline constexpr auto min_coeff = oa::annotate<"Eigen::DenseBase::minCoeff">(
     oa::cpu([](const auto& a) { return a.size() ? S(a.minCoeff()) : split::min::identity<S>(); }),
-    oa::args(oa::in<contiguous>, oa::ret<split::min, S>), oa::device(oa::elementwise(ops::identity{})));
+    oa::args(oa::in<contiguous>, oa::ret<split::min, S>), oa::device_fn(oa::elementwise(ops::identity{})));
 template <class S>
 inline constexpr auto max_coeff = oa::annotate<"Eigen::DenseBase::maxCoeff">(
     oa::cpu([](const auto& a) { return a.size() ? S(a.maxCoeff()) : split::max::identity<S>(); }),
-    oa::args(oa::in<contiguous>, oa::ret<split::max, S>), oa::device(oa::elementwise(ops::identity{})));
+    oa::args(oa::in<contiguous>, oa::ret<split::max, S>), oa::device_fn(oa::elementwise(ops::identity{})));
 }  // namespace detail
 
 }  // namespace oa::eigen

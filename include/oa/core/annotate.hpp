@@ -5,7 +5,7 @@
 //       oa::cpu(&vm::add),                        // void(std::span<const double>, std::span<const double>, std::span<double>)
 //       oa::args(oa::in<oa::split::contiguous>, oa::in<oa::split::contiguous>,
 //                oa::out<oa::split::contiguous, std::vector<double>>),
-//       oa::device(oa::elementwise(oa::ops::add{})),   // optional: a device equivalent
+//       oa::device_fn(oa::elementwise(oa::ops::add{})),   // optional: a device equivalent
 //       oa::cost(1.0));                                // optional: relative work per unit
 //
 // Calling `add(a, b)` records the call and returns lazy<std::vector<double>>.
@@ -100,7 +100,7 @@ struct device_part {
 };
 /// The device equivalent of the CPU function.
 template <class D>
-constexpr device_part<D> device(D d) {
+constexpr device_part<D> device_fn(D d) {
   return {d};
 }
 struct no_device {};
@@ -391,11 +391,9 @@ class annotated {
         static_assert(S::role == spec::kind::in, "oa::annotate: a broadcast argument cannot be mut");
         if constexpr (is_lazy_v<A>) {
           OA_EXPECTS(a.valid(), fn, arg_name.c_str(), "empty lazy handle");
-          if (a.state()->pending()) {
-            node.scalars.push_back(a.state());
-            return detail::lazy_scalar_binder<T>{a.state()};
-          }
-          return detail::scalar_binder<T>{a.get()};
+          // Read when the chunk runs; a pending one makes this call wait for it.
+          if (a.state()->pending()) node.scalars.push_back(a.state());
+          return detail::lazy_scalar_binder<T>{a.state()};
         } else {
           return detail::scalar_binder<T>{a};
         }
@@ -438,7 +436,10 @@ class annotated {
       auto v = std::make_shared<detail::value_state>();
       v->label = "result of " + std::string(Name.view());
       v->ops = &detail::partitioned_ops<Split, R>::table;
-      v->shape = {like.units, like.inner, sizeof(typename Split::template element<R>)};
+      // A 1-D result has one element per unit; a block result keeps the
+      // shape of the argument it is shaped like.
+      const std::size_t inner = std::is_same_v<Split, split::contiguous> ? 1 : like.inner;
+      v->shape = {like.units, inner, sizeof(typename Split::template element<R>)};
       v->status = detail::value_status::pending;
       v->owner = g.weak_from_this();
       node.args.push_back({detail::arg_role::out, v, nullptr});
@@ -655,7 +656,7 @@ struct is_instance<Tmpl, Tmpl<A...>> : std::true_type {};
 }  // namespace detail
 
 /// Builds an annotated function from its parts: oa::cpu(f) and oa::args(...)
-/// are required; oa::device(...) and oa::cost(...) are optional, in any order.
+/// are required; oa::device_fn(...) and oa::cost(...) are optional, in any order.
 template <fixed_string Name, class... Parts>
 constexpr auto annotate(Parts... parts) {
   namespace hana = boost::hana;

@@ -53,11 +53,13 @@ struct op_record {
   std::string label;  // launch: kernel name; copy: empty
 };
 
-/// A kernel launch. Devices that run code on the host (host, emulated) call
-/// `host`; the CUDA device runs the stage's device program.
+/// A kernel launch. Devices that run code on the host call `host` (the CPU
+/// functions of the calls); the emulated device, when asked to, calls
+/// `device_twin` instead: the host twins of the calls' device functions.
 struct launch {
   std::string name;
   std::function<void()> host;
+  std::function<void()> device_twin;
 };
 
 /// Opaque event handle; each device defines its own state behind it.
@@ -124,6 +126,9 @@ struct emulated_options {
   std::uint64_t fail_launch = 0;
   std::uint64_t fail_copy = 0;
   int compute_threads = 1;
+  // Run the calls' device functions (their host twins) instead of the CPU
+  // functions. Off by default: results then match the CPU path bit for bit.
+  bool run_device_functions = false;
 };
 
 /// Settings for the host device.

@@ -72,12 +72,12 @@ class lazy {
 /// A handle over the caller's object, not copied: it must stay alive and
 /// unchanged until the calls that read it have run.
 template <class T>
-lazy<T> ref(T& x) {
+lazy<std::remove_const_t<T>> ref(T& x) {
   auto v = std::make_shared<detail::value_state>();
   v->label = "caller's object";
   v->object = const_cast<std::remove_const_t<T>*>(&x);
   v->user_storage = true;
-  return lazy<T>(std::move(v));
+  return lazy<std::remove_const_t<T>>(std::move(v));
 }
 
 /// A handle owning a copy (or the moved-in value) of `x`.

@@ -1,0 +1,449 @@
+// oa-bench: runs the paging workloads of WORKLOADS.md as plain Eigen (mode
+// cpu) and through oa (modes oa and sequential) side by side, on the same
+// inputs, and reports time, chunks, bytes moved, overlap and errors.
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <oa/annotations/eigen_array.hpp>
+#include <oa/oa.hpp>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "bench_data.hpp"
+#include "bench_table.hpp"
+#include "workloads.hpp"
+
+#ifndef OA_VERSION
+#define OA_VERSION "unknown"
+#endif
+
+namespace {
+
+using oa_bench::format;
+using oa_bench::format_bytes;
+using oa_bench::workload_spec;
+using array = Eigen::ArrayXd;
+using lazy_array = oa::lazy<array>;
+using clock_type = std::chrono::steady_clock;
+
+constexpr double tolerance = 1e-9;
+
+struct options {
+  std::string workload;
+  std::size_t elements = 0;
+  std::string device = "auto";
+  std::size_t device_memory = 0;
+  std::vector<std::string> modes{"cpu", "sequential", "oa"};
+  int streams = 0;
+  double link_gbps = 0;
+  std::uint64_t seed = 42;
+  bool verify = false;
+  std::string json;
+  int repeat = 1;
+  bool demo = false;
+};
+
+struct mode_result {
+  std::string mode;
+  std::string device;
+  double seconds = std::numeric_limits<double>::infinity();
+  oa::stage_report total;  // oa and sequential: the runtime's totals for the fastest repeat
+  std::optional<double> error;
+};
+
+bool is_oa_mode(const std::string& mode) { return mode != "cpu"; }
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+/// Calls workload `w` over arrays of type A (Eigen arrays or lazy handles).
+/// Array outputs land in `out`; the scalar output (crime's sum) is returned.
+template <class A>
+auto call_workload(const workload_spec& w, const std::vector<A>& in, std::vector<A>& out) {
+  decltype(oa_workloads::crime_index(in[0], in[0], in[0])) scalar{};
+  out.assign(w.array_outputs, A{});
+  if (w.name == "blackscholes")
+    oa_workloads::blackscholes(in[0], in[1], in[2], in[3], in[4], out[0], out[1]);
+  else if (w.name == "haversine")
+    oa_workloads::haversine(in[0], in[1], out[0]);
+  else
+    scalar = oa_workloads::crime_index(in[0], in[1], in[2]);
+  return scalar;
+}
+
+/// Worst error over all outputs; a scalar output is compared as a 1-element array.
+double worst_error(const std::vector<const array*>& got, const std::vector<array>& ref) {
+  double worst = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, oa_bench::max_rel_error(*got.at(i), ref[i]));
+  return worst;
+}
+
+/// One plain-Eigen run; its outputs go to `keep` when given (the reference of --verify).
+double run_cpu_once(const workload_spec& w, const std::vector<array>& in, std::vector<array>* keep) {
+  const auto t0 = clock_type::now();
+  std::vector<array> out;
+  const double scalar = call_workload<array>(w, in, out);
+  const double seconds = seconds_since(t0);
+  if (keep) {
+    if (w.scalar_outputs) out.push_back(array::Constant(1, scalar));
+    *keep = std::move(out);
+  }
+  return seconds;
+}
+
+/// One run through oa under the current configuration. The inputs are bound
+/// with oa::ref (no copy); the clock stops once every output is on the host.
+double run_oa_once(const workload_spec& w, std::vector<array>& in, const std::vector<array>* ref,
+                   std::optional<double>& error) {
+  std::vector<lazy_array> handles;
+  for (auto& x : in) handles.push_back(oa::ref(x));
+  const auto t0 = clock_type::now();
+  std::vector<lazy_array> out;
+  auto scalar = call_workload<lazy_array>(w, handles, out);
+  std::vector<const array*> got;
+  for (const auto& o : out) got.push_back(&o.get());
+  const double sum = w.scalar_outputs ? scalar.get() : 0.0;
+  const double seconds = seconds_since(t0);
+  if (ref) {
+    const array sum_array = array::Constant(1, sum);
+    if (w.scalar_outputs) got.push_back(&sum_array);
+    error = std::max(error.value_or(0.0), worst_error(got, *ref));
+  }
+  return seconds;
+}
+
+/// Inputs are generated once per process and shared by every mode and run.
+std::vector<array>& inputs_for(const workload_spec& w, std::size_t n, std::uint64_t seed) {
+  static std::map<std::tuple<std::string, std::size_t, std::uint64_t>, std::vector<array>> cache;
+  auto key = std::make_tuple(std::string(w.name), n, seed);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    std::cerr << "generating " << w.inputs.size() << " random inputs of " << n << " elements (seed " << seed
+              << ")\n";
+    it = cache.emplace(key, oa_bench::make_inputs(w, n, seed)).first;
+  }
+  return it->second;
+}
+
+void configure(const options& opt, bool sequential) {
+  oa::config c = oa::current_config();
+  c.device = opt.device;
+  c.device_memory = opt.device_memory;
+  c.streams = opt.streams;
+  c.link_gbps = opt.link_gbps;
+  c.sequential = sequential;
+  oa::set_config(c);
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+std::string utc_timestamp() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+/// Appends one JSON object per line to --json's file.
+class json_sink {
+ public:
+  explicit json_sink(const std::string& path) : path_(path), out_(path, std::ios::app) {
+    if (!out_) throw std::runtime_error("--json: cannot open '" + path + "' for appending");
+  }
+  void write(const nlohmann::json& j) {
+    out_ << j.dump() << '\n' << std::flush;
+    if (!out_) throw std::runtime_error("--json: cannot write '" + path_ + "'");
+  }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+std::optional<double> overlap_efficiency(const mode_result& r) {
+  if (!is_oa_mode(r.mode) || r.seconds <= 0) return std::nullopt;
+  const auto& t = r.total;
+  return std::max({t.h2d_seconds, t.compute_seconds, t.d2h_seconds}) / r.seconds;
+}
+
+nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_result& r, std::size_t budget,
+                         std::optional<double> cpu_seconds) {
+  const auto& t = r.total;
+  const auto overlap = overlap_efficiency(r);
+  auto or_null = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  return {{"workload", w.name},
+          {"mode", r.mode},
+          {"device", r.device},
+          {"elements", opt.elements},
+          {"data_bytes", w.data_bytes(opt.elements)},
+          {"device_memory_budget", budget},
+          {"peak_device_bytes", t.peak_device_bytes},
+          {"chunks", t.chunks},
+          {"streams", t.streams},
+          {"h2d_bytes", t.h2d_bytes},
+          {"d2h_bytes", t.d2h_bytes},
+          {"h2d_seconds", t.h2d_seconds},
+          {"compute_seconds", t.compute_seconds},
+          {"d2h_seconds", t.d2h_seconds},
+          {"host_reruns", t.host_reruns},
+          {"seconds", r.seconds},
+          {"max_rel_error", or_null(r.error)},
+          {"overlap_efficiency", or_null(overlap)},
+          {"speedup_vs_cpu", or_null(cpu_seconds ? std::optional<double>(*cpu_seconds / r.seconds) : std::nullopt)},
+          {"link_gbps", opt.link_gbps},
+          {"seed", opt.seed},
+          {"repeat", opt.repeat},
+          {"emulated", is_oa_mode(r.mode) && opt.device == "emulated"},
+          {"hostname", hostname()},
+          {"timestamp", utc_timestamp()},
+          {"oa_version", OA_VERSION}};
+}
+
+void print_table(const std::vector<mode_result>& results, std::optional<double> cpu_seconds, bool verify) {
+  oa_bench::text_table table({"mode", "device", "seconds", "chunks", "streams", "moved", "peak device", "overlap",
+                              "vs cpu", "max_rel_error"});
+  for (const auto& r : results) {
+    const bool oa_mode = is_oa_mode(r.mode);
+    const auto& t = r.total;
+    const auto overlap = overlap_efficiency(r);
+    std::string error = verify ? (r.error ? format("%.2e", *r.error) : "reference") : "-";
+    table.add_row({r.mode, r.device, format("%.3f", r.seconds), oa_mode ? std::to_string(t.chunks) : "",
+                   oa_mode ? std::to_string(t.streams) : "",
+                   oa_mode ? format_bytes(static_cast<double>(t.h2d_bytes + t.d2h_bytes)) : "",
+                   oa_mode ? format_bytes(static_cast<double>(t.peak_device_bytes)) : "",
+                   overlap ? format("%.2f", *overlap) : "",
+                   cpu_seconds ? format("%.2fx", *cpu_seconds / r.seconds) : "", error});
+  }
+  table.print(std::cout);
+}
+
+/// Runs every mode of `opt` on one workload and prints its table. Returns
+/// false when a verified error exceeds the tolerance.
+bool run_benchmark(const options& opt, json_sink* sink) {
+  const workload_spec& w = oa_bench::find_workload(opt.workload);
+  const std::size_t n = opt.elements;
+
+  // cpu first: its result is the reference of --verify.
+  std::vector<std::string> modes;
+  for (const char* m : {"cpu", "sequential", "oa"})
+    if (std::find(opt.modes.begin(), opt.modes.end(), m) != opt.modes.end()) modes.push_back(m);
+  const bool any_oa = std::any_of(modes.begin(), modes.end(), is_oa_mode);
+
+  // Creating the device first makes a device that cannot run fail before any timing.
+  std::size_t budget = 0;
+  if (any_oa) {
+    configure(opt, false);
+    budget = oa::current_device().memory_budget();
+    if (opt.device_memory && oa::current_device().kind() == oa::device_kind::host)
+      std::cerr << "note: the host device plans chunks for its caches and ignores --device-memory\n";
+    if (opt.link_gbps > 0 && opt.device != "emulated")
+      std::cerr << "note: --link-gbps applies to the emulated device only\n";
+  }
+
+  std::vector<array>& in = inputs_for(w, n, opt.seed);
+  std::vector<array> ref;
+  const bool cpu_listed = modes.front() == "cpu";
+  if (opt.verify && !cpu_listed) {
+    std::cerr << "computing the cpu reference for --verify (not timed, not listed)\n";
+    run_cpu_once(w, in, &ref);
+  }
+
+  std::vector<mode_result> results;
+  for (const auto& mode : modes) {
+    mode_result r;
+    r.mode = mode;
+    r.device = "cpu (Eigen)";
+    if (is_oa_mode(mode)) configure(opt, mode == "sequential");
+    for (int rep = 1; rep <= opt.repeat; ++rep) {
+      std::cerr << "running " << w.name << ", mode " << mode << ", device "
+                << (is_oa_mode(mode) ? opt.device : std::string("cpu")) << ", " << n << " elements";
+      if (opt.repeat > 1) std::cerr << " (repeat " << rep << "/" << opt.repeat << ")";
+      std::cerr << std::endl;
+      if (!is_oa_mode(mode)) {
+        // The first repeat's outputs are the reference; later ones are dropped at once.
+        const bool keep = opt.verify && ref.empty();
+        r.seconds = std::min(r.seconds, run_cpu_once(w, in, keep ? &ref : nullptr));
+        if (opt.verify) r.error = 0.0;
+        continue;
+      }
+      oa::clear_reports();
+      const double s = run_oa_once(w, in, opt.verify ? &ref : nullptr, r.error);
+      if (s < r.seconds) {
+        r.seconds = s;
+        r.total = oa::total(oa::reports());
+        if (!r.total.device.empty()) r.device = r.total.device;
+      }
+    }
+    results.push_back(std::move(r));
+  }
+
+  std::optional<double> cpu_seconds;
+  if (cpu_listed) cpu_seconds = results.front().seconds;
+
+  const std::size_t data = w.data_bytes(n);
+  std::cout << '\n' << w.name << ": " << n << " elements, data " << format_bytes(static_cast<double>(data)) << " ("
+            << data << " bytes, inputs + outputs)";
+  if (any_oa) {
+    std::cout << ", device " << opt.device << " budget " << format_bytes(static_cast<double>(budget));
+    if (opt.device != "emulated") std::cout << " (a cache-sized planning target, not a limit)";
+    std::cout << format(": data = %.1fx budget", static_cast<double>(data) / static_cast<double>(budget));
+    if (opt.device == "emulated")
+      std::cout << (opt.link_gbps > 0 ? format(", link %g GB/s per direction", opt.link_gbps)
+                                      : std::string(", link unthrottled"));
+  }
+  std::cout << '\n';
+  if (any_oa && opt.device == "emulated")
+    std::cout << "EMULATED DEVICE: host memory posing as device memory; these are not GPU timings\n";
+  print_table(results, cpu_seconds, opt.verify);
+  std::cout << std::flush;
+
+  bool ok = true;
+  for (const auto& r : results) {
+    if (sink) sink->write(to_record(opt, w, r, budget, cpu_seconds));
+    if (r.error && !(*r.error <= tolerance)) {
+      std::cerr << "oa-bench: " << w.name << ", mode " << r.mode << ": max_rel_error " << format("%.3e", *r.error)
+                << " exceeds " << format("%.0e", tolerance) << " against the cpu result\n";
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+/// The README's walk-through: the host device, then paging on the emulated device.
+bool run_demo(options opt, json_sink* sink) {
+  const auto t0 = clock_type::now();
+  std::cout << "oa-bench demo (oa " << OA_VERSION << "): no CUDA device is available in this build, so the demo "
+               "runs on the host and emulated devices.\n";
+  opt.elements = std::size_t{1} << 24;
+  opt.verify = true;
+  bool ok = true;
+
+  std::cout << "\n== 1. host device (the CPU path) ==\n"
+               "cpu is the plain Eigen program, one statement per op. oa runs the same source: it records the\n"
+               "calls, fuses them into one stage and runs it chunk by chunk, cache-sized, on every core.\n";
+  opt.device = "host";
+  opt.device_memory = 0;
+  opt.link_gbps = 0;
+  opt.modes = {"cpu", "oa"};
+  for (const char* w : {"blackscholes", "haversine"}) {
+    opt.workload = w;
+    ok = run_benchmark(opt, sink) && ok;
+  }
+
+  std::cout << "\n== 2. paging on the EMULATED device (an emulation, not a GPU) ==\n"
+               "The emulated device is host memory capped at 64 MiB behind a link throttled to 4 GB/s per\n"
+               "direction. The data is several times the budget, so oa pages it through in chunks.\n"
+               "sequential copies each chunk in, computes it and copies it out before the next; oa\n"
+               "overlaps the three on several streams. overlap = busiest phase / wall time.\n";
+  opt.device = "emulated";
+  opt.device_memory = std::size_t{64} << 20;
+  opt.link_gbps = 4;
+  opt.modes = {"cpu", "sequential", "oa"};
+  for (const char* w : {"blackscholes", "haversine"}) {
+    opt.workload = w;
+    ok = run_benchmark(opt, sink) && ok;
+  }
+
+  std::cout << format("\ndemo finished in %.1f s%s\n", seconds_since(t0),
+                      ok ? "; every oa result matches the cpu result within 1e-9" : "; VERIFICATION FAILED");
+  return ok;
+}
+
+/// CLI11 transform: accepts an element count in any form parse_count knows.
+CLI::Validator count_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const auto v = oa_bench::parse_count(s);
+        if (!v) return "'" + s + "' is not a positive element count (16777216, 2^24, 16Mi or 16M)";
+        s = std::to_string(*v);
+        return {};
+      },
+      "N|2^K|16Mi", "COUNT");
+}
+
+/// CLI11 transform: byte sizes with suffixes, as oa::parse_bytes reads them.
+CLI::Validator bytes_validator() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        try {
+          s = std::to_string(oa::parse_bytes(s, "--device-memory"));
+          return {};
+        } catch (const oa::config_error& e) {
+          return e.what();
+        }
+      },
+      "BYTES", "BYTES");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  options opt;
+  CLI::App app{"oa-bench: the paging workloads as plain Eigen (cpu) and through oa (oa, sequential), side by side.",
+               "oa-bench"};
+  app.add_option("--workload", opt.workload, "workload to run")
+      ->check(CLI::IsMember({"blackscholes", "haversine", "crime"}));
+  app.add_option("--elements", opt.elements, "elements per array: 16777216, 2^24, 16Mi (binary) or 16M (decimal)")
+      ->transform(count_validator());
+  app.add_option("--device", opt.device, "device of modes oa and sequential")
+      ->check(CLI::IsMember({"auto", "host", "emulated", "cuda"}))
+      ->capture_default_str();
+  app.add_option("--device-memory", opt.device_memory,
+                 "device memory budget in bytes, suffixes allowed (64MiB, 1.5GiB, 2GB); 0 = the device's default")
+      ->transform(bytes_validator())
+      ->capture_default_str();
+  app.add_option("--mode", opt.modes,
+                 "comma-separated modes, run side by side: cpu (plain Eigen), oa (pipelined), sequential (same "
+                 "chunks, one stream, no overlap)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"oa", "cpu", "sequential"}))
+      ->capture_default_str();
+  app.add_option("--streams", opt.streams, "streams of mode oa; 0 = the device's default")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  app.add_option("--link-gbps", opt.link_gbps,
+                 "emulated link bandwidth in GB/s (1e9 bytes/s) per direction; 0 = unthrottled")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--seed", opt.seed, "seed of the random inputs (std::mt19937_64)")->capture_default_str();
+  app.add_flag("--verify", opt.verify, "compare every oa/sequential output with the cpu result; exit 1 past 1e-9");
+  app.add_option("--json", opt.json, "append one JSON object per (run, mode) to FILE (JSON Lines)");
+  app.add_option("--repeat", opt.repeat, "runs per mode; the fastest is reported")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  app.add_flag("--demo", opt.demo,
+               "the walk-through: host device, then paging on the emulated device (honours --seed, --repeat, "
+               "--streams, --json; sets the rest)");
+  CLI11_PARSE(app, argc, argv);
+
+  if (!opt.demo && (opt.workload.empty() || opt.elements == 0))
+    return app.exit(CLI::RequiredError("--workload and --elements (or --demo)"));
+
+  try {
+    std::optional<json_sink> sink;
+    if (!opt.json.empty()) sink.emplace(opt.json);
+    const bool ok = opt.demo ? run_demo(opt, sink ? &*sink : nullptr) : run_benchmark(opt, sink ? &*sink : nullptr);
+    return ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cout << std::flush;
+    std::cerr << "oa-bench: " << e.what() << '\n';
+    return 2;
+  }
+}

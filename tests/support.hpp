@@ -1,0 +1,71 @@
+#pragma once
+// Shared by the engine tests: configuration scopes, random data, references.
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <oa/oa.hpp>
+#include <random>
+#include <vector>
+
+namespace oa_test {
+
+/// Runs the enclosed code under a configuration, restoring the old one after.
+class config_scope {
+ public:
+  explicit config_scope(const oa::config& c) : saved_(oa::current_config()) {
+    oa::set_config(c);
+    oa::clear_reports();
+  }
+  ~config_scope() { oa::set_config(saved_); }
+
+ private:
+  oa::config saved_;
+};
+
+inline oa::config host_config() {
+  oa::config c = oa::current_config();
+  c.device = "host";
+  c.streams = 0;
+  c.sequential = false;
+  c.fail_copy = c.fail_launch = 0;
+  c.link_gbps = 0;
+  c.progress = 0;
+  c.chunk_bytes = 0;
+  return c;
+}
+
+/// The emulated device with a budget; every stage is offered to it.
+inline oa::config emulated_config(std::size_t budget, double link_gbps = 0) {
+  oa::config c = host_config();
+  c.device = "emulated";
+  c.device_memory = budget;
+  c.link_gbps = link_gbps;
+  c.host_threshold = 0;
+  return c;
+}
+
+inline Eigen::ArrayXd random_array(std::size_t n, double lo, double hi, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> d(lo, hi);
+  Eigen::ArrayXd a(static_cast<Eigen::Index>(n));
+  for (auto& x : a) x = d(g);
+  return a;
+}
+
+inline std::vector<double> random_vector(std::size_t n, double lo, double hi, std::uint64_t seed) {
+  const Eigen::ArrayXd a = random_array(n, lo, hi, seed);
+  return {a.begin(), a.end()};
+}
+
+template <class A, class B>
+double max_rel_error(const A& got, const B& ref) {
+  double e = 0;
+  for (Eigen::Index i = 0; i < static_cast<Eigen::Index>(ref.size()); ++i)
+    e = std::max(e, std::abs(got[i] - ref[i]) / std::max(std::abs(ref[i]), 1e-300));
+  return e;
+}
+
+inline oa::stage_report run_total() { return oa::total(oa::reports()); }
+
+}  // namespace oa_test

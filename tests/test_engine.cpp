@@ -1,0 +1,254 @@
+// The lazy runtime end to end: laziness, dependency inference, stages,
+// placement, materialization, and host/emulated/CPU agreement on the workloads.
+
+#include <doctest/doctest.h>
+
+#include <oa/annotations/eigen_array.hpp>
+
+#include "support.hpp"
+#include "user_library/vecmath_oa.hpp"
+#include "workloads.hpp"
+
+using Eigen::ArrayXd;
+using oa_test::config_scope;
+
+namespace {
+
+// Row sums: a matrix split by rows and a vector split by elements, together.
+inline constexpr auto row_sums = oa::annotate<"test::row_sums">(
+    oa::cpu([](const auto& m, auto& out) { out = m.rowwise().sum().array(); }),
+    oa::args(oa::in<oa::split::rows>("m"), oa::out<oa::split::contiguous, ArrayXd>("sums")));
+
+// Column scaling: a matrix split by columns, updated in place.
+inline constexpr auto scale_cols = oa::annotate<"test::scale_cols">(
+    oa::cpu([](auto& m, double k) { m *= k; }),
+    oa::args(oa::mut<oa::split::cols>("m"), oa::scalar<double>("k")),
+    oa::device_fn(oa::elementwise(oa::ops::mul{})));
+
+std::vector<oa::config> devices() {
+  return {oa_test::host_config(), oa_test::emulated_config(std::size_t{1} << 20)};
+}
+
+}  // namespace
+
+TEST_CASE("nothing runs until a value is asked for") {
+  config_scope cs(oa_test::host_config());
+  std::vector<double> a(1000, 1.0), b(1000, 2.0);
+  auto c = vecmath::oa::add(a, b);
+  CHECK_FALSE(c.ready());
+  CHECK(oa::reports().empty());
+  CHECK(c.get()[0] == 3.0);
+  CHECK(c.ready());
+  CHECK(oa::reports().size() == 1);
+}
+
+TEST_CASE("oa::scope and oa::evaluate run what is pending") {
+  config_scope cs(oa_test::host_config());
+  std::vector<double> a(100, 2.0);
+  {
+    oa::scope s;
+    vecmath::oa::scale(a, 3.0);
+    CHECK(a[0] == 2.0);
+  }
+  CHECK(a[0] == 6.0);
+  vecmath::oa::scale(a, 0.5);
+  oa::evaluate();
+  CHECK(a[0] == 3.0);
+}
+
+TEST_CASE("dependencies follow what each call reads and writes") {
+  for (const auto& cfg : devices()) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    const std::size_t n = 50000;
+    std::vector<double> a = oa_test::random_vector(n, -1, 1, 1), b = oa_test::random_vector(n, -1, 1, 2);
+    const std::vector<double> a0 = a;
+    auto before = vecmath::oa::add(a, b);  // reads a before it is scaled
+    vecmath::oa::scale(a, 2.0);            // writes a in place
+    auto after = vecmath::oa::mul(a, b);   // reads the scaled a
+    vecmath::oa::scale(a, 0.25);           // and a second version
+    auto dot = vecmath::oa::dot(a, b);
+    const auto& x = before.get();
+    const auto& y = after.get();
+    double ref_dot = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(x[i] == a0[i] + b[i]);
+      REQUIRE(y[i] == (a0[i] * 2.0) * b[i]);
+      REQUIRE(a[i] == a0[i] * 2.0 * 0.25);
+      ref_dot += a[i] * b[i];
+    }
+    CHECK(dot.get() == doctest::Approx(ref_dot).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("calls over different lengths form separate stages, in program order") {
+  config_scope cs(oa_test::emulated_config(1 << 20));
+  std::vector<double> a(3000, 1.0), b(3000, 2.0), c(700, 5.0);
+  auto ab = vecmath::oa::add(a, b);
+  auto cc = vecmath::oa::mul(c, c);
+  auto abb = vecmath::oa::mul(ab, b);
+  CHECK(abb.get()[2999] == 6.0);
+  CHECK(cc.get()[699] == 25.0);
+  const auto r = oa::reports();
+  REQUIRE(r.size() == 2);
+  CHECK(r[0].calls == std::vector<std::string>{"vecmath::add", "vecmath::mul"});
+  CHECK(r[1].calls == std::vector<std::string>{"vecmath::mul"});
+}
+
+TEST_CASE("temporaries stay on the device; only held values come back") {
+  config_scope cs(oa_test::emulated_config(1 << 20));
+  const std::size_t n = 100000;
+  ArrayXd x = oa_test::random_array(n, 0.5, 2.0, 3);
+  oa::lazy<ArrayXd> lx = oa::ref(x);
+  oa::lazy<ArrayXd> y = lx * 2.0;  // a temporary once y is reassigned
+  y = exp(y);
+  y = y + lx;
+  oa::lazy<ArrayXd> unused = lx * 7.0;  // held: computed and copied back
+  const ArrayXd& got = y.get();
+  CHECK(oa_test::max_rel_error(got, ((x * 2.0).exp() + x).eval()) <= 1e-15);
+  const auto t = oa_test::run_total();
+  CHECK(t.h2d_bytes == n * 8);      // x, once
+  CHECK(t.d2h_bytes == 2 * n * 8);  // y and unused
+  CHECK(unused.get()[0] == x[0] * 7.0);
+}
+
+TEST_CASE("calls nobody needs do not run") {
+  config_scope cs(oa_test::host_config());
+  std::vector<double> a(1000, 1.0);
+  {
+    auto dropped = vecmath::oa::mul(a, a);  // handle gone before evaluation
+  }
+  auto kept = vecmath::oa::add(a, a);
+  kept.get();
+  const auto r = oa::reports();
+  REQUIRE(r.size() == 1);
+  CHECK(r[0].calls == std::vector<std::string>{"vecmath::add"});
+}
+
+TEST_CASE("a reduction feeding a later call is a stage boundary") {
+  for (const auto& cfg : devices()) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    ArrayXd x = oa_test::random_array(20000, 1, 2, 4);
+    auto lx = oa::ref(x);
+    oa::lazy<double> total = oa::sum(lx);
+    auto normalized = oa::eigen::detail::div_as<double>(lx, total);  // x / sum(x), sum still pending
+    CHECK(oa_test::max_rel_error(normalized.get(), (x / x.sum()).eval()) <= 1e-12);
+    CHECK(oa::reports().size() == 2);
+  }
+}
+
+TEST_CASE("a call without a device function runs on the host; small stages too") {
+  config_scope cs(oa_test::emulated_config(1 << 20));
+  std::vector<double> a(50000, 4.0);
+  auto r = vecmath::oa::checked_sqrt(a);
+  CHECK(r.get()[0] == 2.0);
+  auto reps = oa::reports();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].device == "host");
+  CHECK(reps[0].placement_reason.find("vecmath::checked_sqrt") != std::string::npos);
+
+  oa::config c = oa_test::emulated_config(1 << 20);
+  c.host_threshold = 1 << 20;
+  config_scope small(c);
+  std::vector<double> b(100, 1.0);
+  CHECK(vecmath::oa::add(b, b).get()[99] == 2.0);
+  reps = oa::reports();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].device == "host");
+  CHECK(reps[0].placement_reason.find("small") != std::string::npos);
+}
+
+TEST_CASE("matrices split by rows and by columns page through the device") {
+  for (const auto& cfg : {oa_test::host_config(), oa_test::emulated_config(64 << 10)}) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    Eigen::MatrixXd m = Eigen::MatrixXd::Random(3000, 7);
+    auto sums = row_sums(m);
+    CHECK(oa_test::max_rel_error(sums.get(), m.rowwise().sum().array().eval()) <= 1e-12);
+    Eigen::MatrixXd w = Eigen::MatrixXd::Random(9, 4000);
+    const Eigen::MatrixXd w0 = w;
+    scale_cols(w, -3.0);
+    oa::evaluate();
+    CHECK((w - w0 * -3.0).cwiseAbs().maxCoeff() == 0.0);
+    if (cfg.device == "emulated") CHECK(oa_test::run_total().chunks >= 2 * 2);
+  }
+}
+
+TEST_CASE("Black-Scholes: constant inputs give the published values") {
+  for (const auto& cfg : devices()) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    const ArrayXd four = ArrayXd::Constant(40000, 4.0);
+    auto in = oa::ref(four);
+    oa::lazy<ArrayXd> call, put;
+    oa_workloads::blackscholes(in, in, in, in, in, call, put);
+    CHECK((call.get() - 24.0).abs().maxCoeff() <= 1e-5);
+    CHECK((put.get() - 18.0).abs().maxCoeff() <= 1e-5);
+    CHECK(oa::reports().at(0).calls.size() == 32);
+  }
+}
+
+TEST_CASE("Haversine and the crime index: constant inputs give the published values") {
+  for (const auto& cfg : devices()) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    const std::size_t n = 30000;
+    const ArrayXd p = ArrayXd::Constant(n, 0.0698132);
+    auto lp = oa::ref(p);
+    oa::lazy<ArrayXd> a;
+    oa_workloads::haversine(lp, lp, a);
+    CHECK((a.get() - 4839.95983063).abs().maxCoeff() <= 1e-6);
+
+    const ArrayXd total = ArrayXd::Constant(n, 500000), adults = ArrayXd::Constant(n, 250000),
+                  robberies = ArrayXd::Constant(n, 1000);
+    auto ci = oa_workloads::crime_index(oa::ref(total), oa::ref(adults), oa::ref(robberies));
+    CHECK(ci.get() == doctest::Approx(0.005 * n).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("differential: host and emulated devices agree with plain Eigen on random inputs") {
+  const std::size_t n = 123457;  // not a multiple of anything
+  const ArrayXd price = oa_test::random_array(n, 10, 50, 11), strike = oa_test::random_array(n, 10, 50, 12),
+                t = oa_test::random_array(n, 0.1, 2, 13), rate = oa_test::random_array(n, 0.01, 0.05, 14),
+                vol = oa_test::random_array(n, 0.1, 0.5, 15);
+  ArrayXd call_ref, put_ref, hav_ref;
+  oa_workloads::blackscholes(price, strike, t, rate, vol, call_ref, put_ref);
+  const ArrayXd lat = price / 40.0, lon = strike / 40.0;
+  oa_workloads::haversine(lat, lon, hav_ref);
+  const double crime_ref = oa_workloads::crime_index((price * 2e4).eval(), (strike * 1e4).eval(), (t * 50).eval());
+  for (const auto& cfg : devices()) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    oa::lazy<ArrayXd> call, put, hav;
+    oa_workloads::blackscholes(oa::ref(price), oa::ref(strike), oa::ref(t), oa::ref(rate), oa::ref(vol), call, put);
+    oa_workloads::haversine(oa::ref(lat), oa::ref(lon), hav);
+    const ArrayXd tp = price * 2e4, ad = strike * 1e4, rb = t * 50;
+    auto crime = oa_workloads::crime_index(oa::ref(tp), oa::ref(ad), oa::ref(rb));
+    CHECK(oa_test::max_rel_error(call.get(), call_ref) <= 1e-12);
+    CHECK(oa_test::max_rel_error(put.get(), put_ref) <= 1e-12);
+    CHECK(oa_test::max_rel_error(hav.get(), hav_ref) <= 1e-12);
+    CHECK(crime.get() == doctest::Approx(crime_ref).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("differential: the device functions' host twins agree with the CPU functions") {
+  // The emulated device can run the annotations' device functions (the code a
+  // GPU runs) instead of the CPU functions; libm and Eigen's vectorized
+  // functions differ in the last bits, so results agree to a tolerance.
+  oa::config c = oa_test::emulated_config(std::size_t{1} << 20);
+  c.emulated_device_functions = true;
+  config_scope cs(c);
+  const std::size_t n = 54321;
+  const ArrayXd price = oa_test::random_array(n, 10, 50, 21), strike = oa_test::random_array(n, 10, 50, 22),
+                t = oa_test::random_array(n, 0.1, 2, 23), rate = oa_test::random_array(n, 0.01, 0.05, 24),
+                vol = oa_test::random_array(n, 0.1, 0.5, 25);
+  ArrayXd call_ref, put_ref;
+  oa_workloads::blackscholes(price, strike, t, rate, vol, call_ref, put_ref);
+  oa::lazy<ArrayXd> call, put;
+  oa_workloads::blackscholes(oa::ref(price), oa::ref(strike), oa::ref(t), oa::ref(rate), oa::ref(vol), call, put);
+  // Mixed tolerance: outputs are differences of values around 100.
+  CHECK(((call.get() - call_ref).abs() / call_ref.abs().max(1.0)).maxCoeff() <= 1e-12);
+  CHECK(((put.get() - put_ref).abs() / put_ref.abs().max(1.0)).maxCoeff() <= 1e-12);
+  CHECK(oa_test::run_total().chunks >= 2);
+}

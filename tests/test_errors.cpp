@@ -1,0 +1,158 @@
+// Bad input, errors inside calls, planning errors and device faults: each
+// comes back with a clear message where the value is asked for, and the
+// caller's input data is never modified by a failure.
+
+#include <doctest/doctest.h>
+
+#include <oa/annotations/eigen_array.hpp>
+
+#include "support.hpp"
+#include "user_library/vecmath_oa.hpp"
+#include "workloads.hpp"
+
+using Eigen::ArrayXd;
+using oa_test::config_scope;
+
+namespace {
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+inline constexpr auto wide_rows = oa::annotate<"test::wide_rows">(
+    oa::cpu([](const auto& m, auto& out) { out = m.rowwise().sum().array(); }),
+    oa::args(oa::in<oa::split::rows>("m"), oa::out<oa::split::contiguous, ArrayXd>("sums")),
+    oa::device_fn(oa::elementwise(oa::ops::identity{})));
+}  // namespace
+
+TEST_CASE("arguments of different lengths in one split: the function and argument are named") {
+  config_scope cs(oa_test::emulated_config(1 << 20));
+  std::vector<double> a(100, 1.0), b(99, 2.0);
+  const auto a0 = a, b0 = b;
+  std::string msg;
+  try {
+    vecmath::oa::add(a, b);
+    FAIL("no exception");
+  } catch (const oa::invalid_argument& e) {
+    msg = e.what();
+    CHECK(e.function() == "vecmath::add");
+    CHECK(contains(e.argument(), "argument 2 (b)"));
+  }
+  CHECK(contains(msg, "vecmath::add"));
+  CHECK(contains(msg, "99"));
+  CHECK(contains(msg, "100"));
+  // Nothing recorded, nothing written.
+  oa::evaluate();
+  CHECK(oa::reports().empty());
+  CHECK(a == a0);
+  CHECK(b == b0);
+
+  // A mut argument of the wrong length: the caller's object is untouched.
+  std::vector<double> x(50, 3.0);
+  const auto x0 = x;
+  CHECK_THROWS_AS(vecmath::oa::dot(x, a), oa::invalid_argument);
+  vecmath::oa::scale(x, 2.0);
+  auto bad = vecmath::oa::add(a, b0.size() == 99 ? a : b);  // a valid call after the bad one still runs
+  CHECK(bad.get()[0] == 2.0);
+  CHECK(x[0] == 6.0);
+  (void)x0;
+}
+
+TEST_CASE("a budget too small for one unit: the stage, function and argument are named at get()") {
+  config_scope cs(oa_test::emulated_config(64 << 10));  // 64 KiB
+  Eigen::MatrixXd m = Eigen::MatrixXd::Random(4, 20000);  // one row: 160 KB
+  const Eigen::MatrixXd m0 = m;
+  auto sums = wide_rows(m);
+  const std::string msg = message_of([&] { sums.get(); });
+  CHECK(contains(msg, "test::wide_rows"));
+  CHECK(contains(msg, "argument 1 (m)"));
+  CHECK(contains(msg, "cannot hold one unit"));
+  CHECK_THROWS_AS(sums.get(), oa::plan_error);
+  CHECK(m == m0);
+}
+
+TEST_CASE("an exception thrown inside a call comes back at get(), with its type") {
+  for (const auto& cfg : {oa_test::host_config(), oa_test::emulated_config(1 << 20)}) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    std::vector<double> a = oa_test::random_vector(40000, 0, 1, 5);
+    a[31234] = -1;  // checked_sqrt throws on it
+    const auto a0 = a;
+    auto r = vecmath::oa::checked_sqrt(a);
+    auto dependent = vecmath::oa::add(r, a);  // cancelled with the same error
+    auto independent = vecmath::oa::mul(a, a);
+    CHECK_THROWS_AS(r.get(), std::domain_error);
+    CHECK(contains(message_of([&] { dependent.get(); }), "negative input"));
+    CHECK(independent.get()[7] == a0[7] * a0[7]);
+    CHECK(a == a0);
+    // The runtime goes on working after the error.
+    std::vector<double> ok(100, 4.0);
+    CHECK(vecmath::oa::checked_sqrt(ok).get()[0] == 2.0);
+  }
+}
+
+TEST_CASE("an injected device fault on chunk k: the chunk re-runs on the host, results exact") {
+  const std::size_t n = 200000;
+  const ArrayXd price = oa_test::random_array(n, 10, 50, 31), strike = oa_test::random_array(n, 10, 50, 32),
+                t = oa_test::random_array(n, 0.1, 2, 33), rate = oa_test::random_array(n, 0.01, 0.05, 34),
+                vol = oa_test::random_array(n, 0.1, 0.5, 35);
+  const ArrayXd price0 = price;
+  ArrayXd call_ref, put_ref;
+  oa_workloads::blackscholes(price, strike, t, rate, vol, call_ref, put_ref);
+  struct fault_case {
+    std::uint64_t launch, copy;
+  };
+  for (const fault_case f : {fault_case{3, 0}, fault_case{0, 7}, fault_case{0, 12}, fault_case{1, 0}}) {
+    CAPTURE(f.launch);
+    CAPTURE(f.copy);
+    oa::config c = oa_test::emulated_config(1 << 20);
+    c.fail_launch = f.launch;
+    c.fail_copy = f.copy;
+    config_scope cs(c);
+    oa::lazy<ArrayXd> call, put;
+    oa_workloads::blackscholes(oa::ref(price), oa::ref(strike), oa::ref(t), oa::ref(rate), oa::ref(vol), call, put);
+    CHECK((call.get() - call_ref).abs().maxCoeff() == 0.0);
+    CHECK((put.get() - put_ref).abs().maxCoeff() == 0.0);
+    const auto r = oa_test::run_total();
+    CHECK(r.host_reruns == 1);
+    CHECK(r.chunks >= 8);
+    CHECK((price - price0).abs().maxCoeff() == 0.0);
+  }
+}
+
+TEST_CASE("a device fault while updating the caller's data in place: each element updated once") {
+  oa::config c = oa_test::emulated_config(64 << 10);
+  c.fail_launch = 2;
+  config_scope cs(c);
+  std::vector<double> x = oa_test::random_vector(100000, -1, 1, 41);
+  const auto x0 = x;
+  vecmath::oa::scale(x, 3.0);
+  oa::evaluate();
+  for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == x0[i] * 3.0);
+  CHECK(oa_test::run_total().host_reruns == 1);
+}
+
+TEST_CASE("a device that is not in this build: a clear error at get()") {
+  oa::config c = oa_test::host_config();
+  c.device = "cuda";
+  config_scope cs(c);
+  std::vector<double> a(10, 1.0);
+  auto r = vecmath::oa::add(a, a);
+  const std::string msg = message_of([&] { r.get(); });
+  CHECK(contains(msg, "cuda"));
+  CHECK_THROWS_AS(r.get(), oa::config_error);
+}
+
+TEST_CASE("an empty handle says so") {
+  oa::lazy<ArrayXd> empty;
+  CHECK_THROWS_AS(empty.get(), oa::error);
+  config_scope cs(oa_test::host_config());
+  CHECK_THROWS_AS(vecmath::oa::add(oa::lazy<std::vector<double>>{}, oa::lazy<std::vector<double>>{}), oa::invalid_argument);
+}
