@@ -269,7 +269,7 @@ bool run_benchmark(const options& opt, json_sink* sink) {
   for (const auto& mode : modes) {
     mode_result r;
     r.mode = mode;
-    r.device = "cpu (Eigen)";
+    r.device = is_oa_mode(mode) ? opt.device : "cpu";
     if (is_oa_mode(mode)) configure(opt, mode == "sequential");
     for (int rep = 1; rep <= opt.repeat; ++rep) {
       std::cerr << "running " << w.name << ", mode " << mode << ", device "

@@ -41,7 +41,9 @@ class emulated_device final : public stream_device {
   device_kind kind() const noexcept override { return device_kind::emulated; }
   std::string name() const override { return "emulated"; }
   bool host_accessible() const noexcept override { return false; }
-  int preferred_streams() const noexcept override { return 3; }
+  // Three chunks in flight (in, compute, out) plus one of slack, so that a
+  // late copy does not stall the other engines.
+  int preferred_streams() const noexcept override { return 4; }
 
   std::size_t memory_budget() const noexcept override { return opt_.memory_budget; }
   std::size_t bytes_in_use() const noexcept override { return memory_.in_use(); }
@@ -67,7 +69,7 @@ class emulated_device final : public stream_device {
       o.fault = std::make_exception_ptr(device_fault("oa: emulated device: injected fault in launch #" +
                                                      std::to_string(n) + " (kernel '" + k.name + "')"));
     o.label = std::move(k.name);
-    o.body = std::move(k.host);
+    o.body = opt_.run_device_functions && k.device_twin ? std::move(k.device_twin) : std::move(k.host);
     submit(st, std::move(o));
   }
 
