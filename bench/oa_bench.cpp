@@ -229,7 +229,7 @@ void print_table(const std::vector<mode_result>& results, std::optional<double> 
                    oa_mode ? format_bytes(static_cast<double>(t.h2d_bytes + t.d2h_bytes)) : "",
                    oa_mode ? format_bytes(static_cast<double>(t.peak_device_bytes)) : "",
                    overlap ? format("%.2f", *overlap) : "",
-                   cpu_seconds ? format("%.3gx", *cpu_seconds / r.seconds) : "", error});
+                   cpu_seconds ? format(*cpu_seconds >= 0.1 * r.seconds ? "%.2fx" : "%.2gx", *cpu_seconds / r.seconds) : "", error});
   }
   table.print(std::cout);
 }
@@ -248,10 +248,15 @@ bool run_benchmark(const options& opt, json_sink* sink) {
 
   // Creating the device first makes a device that cannot run fail before any timing.
   std::size_t budget = 0;
+  std::string device_name;
+  bool host_device = false;
   if (any_oa) {
     configure(opt, false);
     budget = oa::current_device().memory_budget();
-    if (opt.device_memory && oa::current_device().kind() == oa::device_kind::host)
+    device_name = oa::current_device().name();
+    if (device_name != opt.device) device_name += " (" + opt.device + ")";
+    host_device = oa::current_device().kind() == oa::device_kind::host;
+    if (opt.device_memory && host_device)
       std::cerr << "note: the host device plans chunks for its caches and ignores --device-memory\n";
     if (opt.link_gbps > 0 && opt.device != "emulated")
       std::cerr << "note: --link-gbps applies to the emulated device only\n";
@@ -301,9 +306,9 @@ bool run_benchmark(const options& opt, json_sink* sink) {
   std::cout << '\n' << w.name << ": " << n << " elements, data " << format_bytes(static_cast<double>(data)) << " ("
             << data << " bytes, inputs + outputs)";
   if (any_oa) {
-    std::cout << ", device " << opt.device << ", budget " << format_bytes(static_cast<double>(budget));
-    if (opt.device != "emulated") std::cout << " (a cache-sized planning target, not a limit)";
-    const double ratio = static_cast<double>(data) / static_cast<double>(budget);
+    std::cout << ", device " << device_name << ", budget " << format_bytes(static_cast<double>(budget));
+    if (host_device) std::cout << " (a cache-sized planning target, not a limit)";
+    const double ratio = static_cast<double>(data) / static_cast<double>(std::max<std::size_t>(budget, 1));
     std::cout << format(ratio >= 0.1 ? ": data = %.1fx budget" : ": data = %.2gx budget", ratio);
     if (opt.device == "emulated")
       std::cout << (opt.link_gbps > 0 ? format(", link %g GB/s per direction", opt.link_gbps)

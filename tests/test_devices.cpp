@@ -48,7 +48,12 @@ struct emulated_two_compute {
 
 oa::region whole(void* p, std::size_t bytes) { return {static_cast<std::byte*>(p), bytes, 1, bytes}; }
 
-oa::launch kernel(std::string name, std::function<void()> fn) { return {std::move(name), std::move(fn)}; }
+oa::launch kernel(std::string name, std::function<void()> fn) {
+  oa::launch k;
+  k.name = std::move(name);
+  k.host = std::move(fn);
+  return k;
+}
 
 oa::launch sleeper(std::chrono::milliseconds d) {
   return kernel("sleep", [d] { std::this_thread::sleep_for(d); });
@@ -398,6 +403,22 @@ TEST_CASE_TEMPLATE("a launch's own exception comes back unchanged", F, host_dev,
   CHECK(dev->synchronize_event(dev->record_event(s)) == nullptr);
 }
 
+TEST_CASE("emulated device runs device twins only when asked to") {
+  for (const bool twins : {false, true}) {
+    oa::emulated_options o;
+    o.run_device_functions = twins;
+    auto dev = oa::make_emulated_device(o);
+    const auto s = dev->create_stream();
+    std::string ran;
+    auto k = kernel("both", [&] { ran += "host;"; });
+    k.device_twin = [&] { ran += "twin;"; };
+    dev->launch_async(std::move(k), s);
+    dev->launch_async(kernel("host only", [&] { ran += "host;"; }), s);  // no twin: the CPU function
+    dev->synchronize(s);
+    CHECK(ran == (twins ? "twin;host;" : "host;host;"));
+  }
+}
+
 TEST_CASE("emulated copy fault leaves the destination untouched") {
   oa::emulated_options o;
   o.fail_copy = 2;
@@ -476,7 +497,7 @@ TEST_CASE_TEMPLATE("bad stream ids, regions and events are named", F, host_dev, 
   expect_invalid([&] { dev->synchronize(999); }, api + "::synchronize", "stream");
   expect_invalid([&] { dev->wait_event(s, nullptr); }, api + "::wait_event", "e");
   expect_invalid([&] { (void)dev->synchronize_event(nullptr); }, api + "::synchronize_event", "e");
-  expect_invalid([&] { dev->launch_async(oa::launch{"empty", {}}, s); }, api + "::launch_async", "k");
+  expect_invalid([&] { dev->launch_async(oa::launch{"empty", {}, {}}, s); }, api + "::launch_async", "k");
 
   expect_invalid([&] { dev->copy_to_device_async(whole(a, 10), whole(b, 12), s); },
                  api + "::copy_to_device_async", "src");
@@ -507,6 +528,7 @@ TEST_CASE("bad options are named") {
 TEST_CASE_TEMPLATE("destroying a stream or the device waits for pending work", F, host_dev, emulated_dev,
                    emulated_two_compute) {
   std::atomic<int> done{0};
+  std::vector<std::byte> host(1 << 16), back(1 << 16);  // outlive the device that copies them
   {
     auto dev = F::make();
     const auto s = dev->create_stream();
@@ -515,7 +537,6 @@ TEST_CASE_TEMPLATE("destroying a stream or the device waits for pending work", F
     CHECK(done == 1);
 
     const auto a = dev->create_stream(), b = dev->create_stream();
-    std::vector<std::byte> host(1 << 16), back(1 << 16);
     void* d = dev->allocate(host.size());  // never freed: the device frees it
     for (int i = 0; i < 4; ++i) {
       dev->copy_to_device_async(whole(d, host.size()), whole(host.data(), host.size()), a);

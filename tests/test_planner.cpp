@@ -151,9 +151,7 @@ TEST_CASE("plan_chunks: the documented values") {
 
 TEST_CASE("plan_chunks: exact fit with nothing per unit") {
   // One unit on one stream needs 0 + fixed bytes, which the budget holds exactly.
-  // BUG (plan_chunks): a stream count is skipped when budget <= fixed * streams,
-  // so bytes_per_unit 0 with budget == fixed throws plan_error. Re-enable once fixed:
-  // check_plan({10, 0, 100, 100, 1, 0});
+  check_plan({10, 0, 100, 100, 1, 0});
   check_plan({10, 0, 50, 100, 2, 0});
   check_plan({10, 0, 100, 101, 1, 0});
 }

@@ -13,6 +13,7 @@ void throw_invalid_argument(const char* function, const char* argument, const st
 }  // namespace detail
 
 void copy_region(const region& dst, const region& src) noexcept {
+  if (src.bytes() == 0) return;  // empty chunks may have no storage behind them
   if (dst.contiguous() && src.contiguous()) {
     std::memcpy(dst.data, src.data, src.bytes());
     return;

@@ -199,7 +199,7 @@ chunk_plan plan_chunks(std::size_t units, std::size_t bytes_per_unit, std::size_
   int s = streams;
   for (; s >= 1; --s) {
     const std::size_t fixed = fixed_bytes_per_slot * static_cast<std::size_t>(s);
-    if (budget <= fixed) continue;
+    if (budget < fixed) continue;
     const std::size_t avail = budget - fixed;
     cu = bytes_per_unit == 0 ? units : avail / (bytes_per_unit * static_cast<std::size_t>(s));
     if (chunk_bytes != 0 && bytes_per_unit != 0) cu = std::min(cu, std::max<std::size_t>(1, chunk_bytes / bytes_per_unit));

@@ -468,8 +468,10 @@ class annotated {
     if constexpr (is_lazy_v<A>) {
       OA_EXPECTS(a.valid(), fn, arg_name.c_str(), "empty lazy handle");
       const detail::value_ptr& s = a.state();
-      if (s->pending() && s->ops == ops) return s;  // produced under the same split: a graph edge
-      const T& obj = a.get();                       // produced under another split: evaluate first
+      // Produced in this graph under the same split: a graph edge. Produced
+      // under another split, or by another thread's graph: evaluate it first.
+      if (s->pending() && s->ops == ops && s->owner.lock().get() == &g) return s;
+      const T& obj = a.get();
       if (s->user_storage) {
         auto v = g.bind_user(const_cast<T*>(&obj), ops, Split::shape_of(obj), label);
         if (!v) {

@@ -60,11 +60,14 @@ struct dense_blocks {
   static region host_region(const T& x, range r) {
     const std::size_t eb = sizeof(element<T>);
     const shape s = shape_of(x);
+    // Units without elements have no storage to point into: keep the shape,
+    // with no data pointer (no arithmetic on a null pointer).
+    std::byte* base = s.inner == 0 ? nullptr : bytes_of(x.data());
     if constexpr (units_are_outer<T>) {
       const std::size_t w = r.size() * s.inner * eb;
-      return {bytes_of(x.data()) + r.begin * s.inner * eb, w, 1, w};
+      return {base ? base + r.begin * s.inner * eb : nullptr, w, 1, w};
     } else {
-      return {bytes_of(x.data()) + r.begin * eb, r.size() * eb, s.inner, s.units * eb};
+      return {base ? base + r.begin * eb : nullptr, r.size() * eb, s.inner, s.units * eb};
     }
   }
 
