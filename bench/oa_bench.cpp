@@ -191,6 +191,7 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
   return {{"workload", w.name},
           {"mode", r.mode},
           {"device", r.device},
+          {"requested_device", is_oa_mode(r.mode) ? opt.device : std::string("cpu")},
           {"elements", opt.elements},
           {"data_bytes", w.data_bytes(opt.elements)},
           {"device_memory_budget", budget},

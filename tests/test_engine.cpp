@@ -3,6 +3,11 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
 #include <oa/annotations/eigen_array.hpp>
 
 #include "support.hpp"
@@ -251,4 +256,41 @@ TEST_CASE("differential: the device functions' host twins agree with the CPU fun
   CHECK(((call.get() - call_ref).abs() / call_ref.abs().max(1.0)).maxCoeff() <= 1e-12);
   CHECK(((put.get() - put_ref).abs() / put_ref.abs().max(1.0)).maxCoeff() <= 1e-12);
   CHECK(oa_test::run_total().chunks >= 2);
+}
+
+TEST_CASE("OA_REPORT and OA_TRACE: the run report and the trace are written as JSON") {
+  const std::string report = "test_engine_report.json", trace = "test_engine_trace.json";
+  oa::config c = oa_test::emulated_config(256 << 10);
+  c.report = report;
+  c.trace = trace;
+  config_scope cs(c);
+  std::vector<double> a = oa_test::random_vector(100000, 0, 1, 9), b = a;
+  auto d = vecmath::oa::dot(vecmath::oa::add(a, b), b);
+  d.get();
+  oa::write_outputs();
+  std::ifstream rf(report), tf(trace);
+  REQUIRE(rf);
+  REQUIRE(tf);
+  const auto r = nlohmann::json::parse(rf);
+  REQUIRE(r.at("stages").size() == 1);
+  const auto& s = r["stages"][0];
+  CHECK(s.at("calls") == nlohmann::json({"vecmath::add", "vecmath::dot"}));
+  CHECK(s.at("device") == "emulated");
+  CHECK(s.at("chunks").get<int>() >= 4);
+  CHECK(s.at("h2d_bytes") == 2 * 100000 * 8);
+  CHECK(s.at("peak_device_bytes").get<std::size_t>() <= std::size_t{256} << 10);
+  for (const char* k : {"h2d_seconds", "compute_seconds", "d2h_seconds", "seconds"}) CHECK(s.at(k).get<double>() >= 0);
+  const auto t = nlohmann::json::parse(tf);
+  std::set<std::string> tracks;
+  std::size_t slices = 0;
+  for (const auto& e : t.at("traceEvents")) {
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
+    if (e.at("ph") == "X") ++slices;
+  }
+  CHECK(tracks.count("h2d copy engine") == 1);
+  CHECK(tracks.count("d2h copy engine") == 1);
+  CHECK(tracks.count("stream 0") == 1);
+  CHECK(slices >= 3 * s.at("chunks").get<std::size_t>());  // copies in, a launch, the partial out
+  std::remove(report.c_str());
+  std::remove(trace.c_str());
 }
