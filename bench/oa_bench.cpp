@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 #include <fstream>
@@ -85,7 +86,8 @@ auto call_workload(const workload_spec& w, const std::vector<A>& in, std::vector
 /// Worst error over all outputs; a scalar output is compared as a 1-element array.
 double worst_error(const std::vector<const array*>& got, const std::vector<array>& ref) {
   double worst = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) worst = std::max(worst, oa_bench::max_rel_error(*got.at(i), ref[i]));
+  for (std::size_t i = 0; i < ref.size(); ++i)
+    worst = std::max(worst, oa_bench::max_rel_error(*got.at(i), ref[i]));
   return worst;
 }
 
@@ -207,7 +209,8 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
           {"seconds", r.seconds},
           {"max_rel_error", or_null(r.error)},
           {"overlap_efficiency", or_null(overlap)},
-          {"speedup_vs_cpu", or_null(cpu_seconds ? std::optional<double>(*cpu_seconds / r.seconds) : std::nullopt)},
+          {"speedup_vs_cpu",
+           or_null(cpu_seconds ? std::optional<double>(*cpu_seconds / r.seconds) : std::nullopt)},
           {"link_gbps", opt.link_gbps},
           {"seed", opt.seed},
           {"repeat", opt.repeat},
@@ -218,19 +221,22 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
 }
 
 void print_table(const std::vector<mode_result>& results, std::optional<double> cpu_seconds, bool verify) {
-  oa_bench::text_table table({"mode", "device", "seconds", "chunks", "streams", "moved", "peak device", "overlap",
-                              "vs cpu", "max_rel_error"});
+  oa_bench::text_table table({"mode", "device", "seconds", "chunks", "streams", "moved", "peak device",
+                              "overlap", "vs cpu", "max_rel_error"});
   for (const auto& r : results) {
     const bool oa_mode = is_oa_mode(r.mode);
     const auto& t = r.total;
     const auto overlap = overlap_efficiency(r);
     std::string error = !verify ? "-" : oa_mode ? format("%.2e", r.error.value_or(0.0)) : "reference";
-    table.add_row({r.mode, r.device, format(r.seconds >= 1 ? "%.3f" : "%.4g", r.seconds), oa_mode ? std::to_string(t.chunks) : "",
-                   oa_mode ? std::to_string(t.streams) : "",
+    table.add_row({r.mode, r.device, format(r.seconds >= 0.01 ? "%.3f" : "%.3g", r.seconds),
+                   oa_mode ? std::to_string(t.chunks) : "", oa_mode ? std::to_string(t.streams) : "",
                    oa_mode ? format_bytes(static_cast<double>(t.h2d_bytes + t.d2h_bytes)) : "",
                    oa_mode ? format_bytes(static_cast<double>(t.peak_device_bytes)) : "",
                    overlap ? format("%.2f", *overlap) : "",
-                   cpu_seconds ? format(*cpu_seconds >= 0.1 * r.seconds ? "%.2fx" : "%.2gx", *cpu_seconds / r.seconds) : "", error});
+                   cpu_seconds
+                       ? format(*cpu_seconds >= 0.1 * r.seconds ? "%.2fx" : "%.2gx", *cpu_seconds / r.seconds)
+                       : "",
+                   error});
   }
   table.print(std::cout);
 }
@@ -276,7 +282,12 @@ bool run_benchmark(const options& opt, json_sink* sink) {
     mode_result r;
     r.mode = mode;
     r.device = is_oa_mode(mode) ? opt.device : "cpu";
-    if (is_oa_mode(mode)) configure(opt, mode == "sequential");
+    if (is_oa_mode(mode)) {
+      configure(opt, mode == "sequential");
+      // Devices (and their threads) are made here, so that no run times their creation.
+      (void)oa::current_device();
+      (void)oa::host_device();
+    }
     for (int rep = 1; rep <= opt.repeat; ++rep) {
       std::cerr << "running " << w.name << ", mode " << mode << ", device "
                 << (is_oa_mode(mode) ? opt.device : std::string("cpu")) << ", " << n << " elements";
@@ -304,7 +315,8 @@ bool run_benchmark(const options& opt, json_sink* sink) {
   if (cpu_listed) cpu_seconds = results.front().seconds;
 
   const std::size_t data = w.data_bytes(n);
-  std::cout << '\n' << w.name << ": " << n << " elements, data " << format_bytes(static_cast<double>(data)) << " ("
+  std::cout << '\n'
+            << w.name << ": " << n << " elements, data " << format_bytes(static_cast<double>(data)) << " ("
             << data << " bytes, inputs + outputs)";
   if (any_oa) {
     std::cout << ", device " << device_name << ", budget " << format_bytes(static_cast<double>(budget));
@@ -325,8 +337,9 @@ bool run_benchmark(const options& opt, json_sink* sink) {
   for (const auto& r : results) {
     if (sink) sink->write(to_record(opt, w, r, budget, cpu_seconds));
     if (r.error && !(*r.error <= tolerance)) {
-      std::cerr << "oa-bench: " << w.name << ", mode " << r.mode << ": max_rel_error " << format("%.3e", *r.error)
-                << " exceeds " << format("%.0e", tolerance) << " against the cpu result\n";
+      std::cerr << "oa-bench: " << w.name << ", mode " << r.mode << ": max_rel_error "
+                << format("%.3e", *r.error) << " exceeds " << format("%.0e", tolerance)
+                << " against the cpu result\n";
       ok = false;
     }
   }
@@ -336,15 +349,17 @@ bool run_benchmark(const options& opt, json_sink* sink) {
 /// The README's walk-through: the host device, then paging on the emulated device.
 bool run_demo(options opt, json_sink* sink) {
   const auto t0 = clock_type::now();
-  std::cout << "oa-bench demo (oa " << OA_VERSION << "): no CUDA device is available in this build, so the demo "
+  std::cout << "oa-bench demo (oa " << OA_VERSION
+            << "): no CUDA device is available in this build, so the demo "
                "runs on the host and emulated devices.\n";
   opt.elements = std::size_t{1} << 24;
   opt.verify = true;
   bool ok = true;
 
-  std::cout << "\n== 1. host device (the CPU path) ==\n"
-               "cpu is the plain Eigen program, one statement per op. oa runs the same source: it records the\n"
-               "calls, fuses them into one stage and runs it chunk by chunk, cache-sized, on every core.\n";
+  std::cout
+      << "\n== 1. host device (the CPU path) ==\n"
+         "cpu is the plain Eigen program, one statement per op. oa runs the same source: it records the\n"
+         "calls, fuses them into one stage and runs it chunk by chunk, cache-sized, on every core.\n";
   opt.device = "host";
   opt.device_memory = 0;
   opt.link_gbps = 0;
@@ -403,22 +418,26 @@ CLI::Validator bytes_validator() {
 
 int main(int argc, char** argv) {
   options opt;
-  CLI::App app{"oa-bench: the paging workloads as plain Eigen (cpu) and through oa (oa, sequential), side by side.",
-               "oa-bench"};
+  CLI::App app{
+      "oa-bench: the paging workloads as plain Eigen (cpu) and through oa (oa, sequential), side by side.",
+      "oa-bench"};
   app.add_option("--workload", opt.workload, "workload to run")
       ->check(CLI::IsMember({"blackscholes", "haversine", "crime"}));
-  app.add_option("--elements", opt.elements, "elements per array: 16777216, 2^24, 16Mi (binary) or 16M (decimal)")
+  app.add_option("--elements", opt.elements,
+                 "elements per array: 16777216, 2^24, 16Mi (binary) or 16M (decimal)")
       ->transform(count_validator());
-  app.add_option("--device", opt.device, "device of modes oa and sequential")
+  app.add_option("--device", opt.device, "device of modes oa and sequential (auto: the best this build has)")
       ->check(CLI::IsMember({"auto", "host", "emulated", "cuda"}))
       ->capture_default_str();
-  app.add_option("--device-memory", opt.device_memory,
-                 "device memory budget in bytes, suffixes allowed (64MiB, 1.5GiB, 2GB); 0 = the device's default")
+  app.add_option(
+         "--device-memory", opt.device_memory,
+         "device memory budget in bytes, suffixes allowed (64MiB, 1.5GiB, 2GB); 0 = the device's default")
       ->transform(bytes_validator())
       ->capture_default_str();
-  app.add_option("--mode", opt.modes,
-                 "comma-separated modes, run side by side: cpu (plain Eigen), oa (pipelined), sequential (same "
-                 "chunks, one stream, no overlap)")
+  app.add_option(
+         "--mode", opt.modes,
+         "comma-separated modes, run side by side in the order cpu, sequential, oa: cpu (plain Eigen), oa "
+         "(pipelined), sequential (same chunks, one stream, no overlap)")
       ->delimiter(',')
       ->check(CLI::IsMember({"oa", "cpu", "sequential"}))
       ->capture_default_str();
@@ -426,11 +445,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--link-gbps", opt.link_gbps,
-                 "emulated link bandwidth in GB/s (1e9 bytes/s) per direction; 0 = unthrottled")
+                 "emulated link bandwidth in GB/s (1e9 bytes/s) per direction; 0 = unthrottled (emulated "
+                 "device only)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--seed", opt.seed, "seed of the random inputs (std::mt19937_64)")->capture_default_str();
-  app.add_flag("--verify", opt.verify, "compare every oa/sequential output with the cpu result; exit 1 past 1e-9");
+  app.add_flag("--verify", opt.verify,
+               "compare every oa/sequential output with the cpu result; exit 1 past 1e-9");
   app.add_option("--json", opt.json, "append one JSON object per (run, mode) to FILE (JSON Lines)");
   app.add_option("--repeat", opt.repeat, "runs per mode; the fastest is reported")
       ->check(CLI::Range(1, 1000))
@@ -439,10 +460,14 @@ int main(int argc, char** argv) {
                "the walk-through: host device, then paging on the emulated device (honours --seed, --repeat, "
                "--streams, --json; sets the rest)");
   app.footer(
-      "Table columns: seconds = wall time of the workload call up to every output on the host (best of --repeat);\n"
-      "moved = bytes copied host to device plus device to host; overlap = max(copy-in, compute, copy-out busy\n"
-      "seconds) / seconds; vs cpu = cpu seconds / seconds; max_rel_error = max |x - ref| / max(|ref|, 1e-300)\n"
-      "against the cpu result (crime: of the sum). Exit status: 0 ok, 1 a verified error above 1e-9, 2 a run\n"
+      "Table columns: seconds = wall time of the workload call up to every output on the host (best of "
+      "--repeat);\n"
+      "moved = bytes copied host to device plus device to host; overlap = max(copy-in, compute, copy-out "
+      "busy\n"
+      "seconds) / seconds; vs cpu = cpu seconds / seconds; max_rel_error = max |x - ref| / max(|ref|, "
+      "1e-300)\n"
+      "against the cpu result (crime: of the sum). Exit status: 0 ok, 1 a verified error above 1e-9, 2 a "
+      "run\n"
       "that cannot be made (e.g. --device cuda in a build without CUDA), CLI11's codes for bad options.");
   CLI11_PARSE(app, argc, argv);
 
@@ -452,7 +477,8 @@ int main(int argc, char** argv) {
   try {
     std::optional<json_sink> sink;
     if (!opt.json.empty()) sink.emplace(opt.json);
-    const bool ok = opt.demo ? run_demo(opt, sink ? &*sink : nullptr) : run_benchmark(opt, sink ? &*sink : nullptr);
+    const bool ok =
+        opt.demo ? run_demo(opt, sink ? &*sink : nullptr) : run_benchmark(opt, sink ? &*sink : nullptr);
     return ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::cout << std::flush;

@@ -61,6 +61,16 @@ oa::launch sleeper(std::chrono::milliseconds d) {
 
 bool overlap(const oa::op_record& a, const oa::op_record& b) { return a.begin < b.end && b.begin < a.end; }
 
+/// Overlap shows on an idle machine; a loaded one can delay a thread past it.
+/// A device that serializes never passes, so a few attempts keep the test
+/// meaningful without making it flaky.
+template <class Attempt>
+bool in_some_attempt(Attempt&& attempt) {
+  for (int i = 0; i < 3; ++i)
+    if (attempt()) return true;
+  return false;
+}
+
 const oa::op_record& find(const std::vector<oa::op_record>& rs, oa::phase p) {
   auto it = std::find_if(rs.begin(), rs.end(), [&](const oa::op_record& r) { return r.what == p; });
   REQUIRE(it != rs.end());
@@ -133,27 +143,32 @@ TEST_CASE_TEMPLATE("events order work across streams", F, host_dev, emulated_dev
 
 TEST_CASE("emulated copy engines and compute engine overlap across streams") {
   oa::emulated_options o;
-  o.link_bytes_per_second = 0.5e9;  // 5 MB: 10 ms per copy
+  o.link_bytes_per_second = 0.5e9;  // 10 MB: 20 ms per copy, long against scheduling delays
   auto dev = oa::make_emulated_device(o);
-  constexpr std::size_t bytes = 5'000'000;
+  constexpr std::size_t bytes = 10'000'000;
   std::vector<std::byte> host_in(bytes, std::byte{1}), host_out(bytes);
   void* d_in = dev->allocate(bytes);
   void* d_out = dev->allocate(bytes);
   const auto a = dev->create_stream(), b = dev->create_stream(), c = dev->create_stream();
   dev->set_recording(true);
-  dev->copy_to_device_async(whole(d_in, bytes), whole(host_in.data(), bytes), a);
-  dev->copy_to_host_async(whole(host_out.data(), bytes), whole(d_out, bytes), b);
-  dev->launch_async(sleeper(10ms), c);
-  dev->wait_idle();
-  const auto rs = dev->take_records();
-  REQUIRE(rs.size() == 3);
-  const auto &in = find(rs, oa::phase::h2d), &out = find(rs, oa::phase::d2h), &k = find(rs, oa::phase::compute);
-  CHECK(in.end - in.begin >= 0.010);
-  CHECK(out.end - out.begin >= 0.010);
-  CHECK(overlap(in, out));
-  CHECK((overlap(k, in) || overlap(k, out)));
-  const double span = std::max(in.end, out.end) - std::min(in.begin, out.begin);
-  CHECK(span < 0.75 * ((in.end - in.begin) + (out.end - out.begin)));
+  CHECK(in_some_attempt([&] {
+    dev->copy_to_device_async(whole(d_in, bytes), whole(host_in.data(), bytes), a);
+    dev->copy_to_host_async(whole(host_out.data(), bytes), whole(d_out, bytes), b);
+    dev->launch_async(sleeper(20ms), c);
+    dev->wait_idle();
+    const auto rs = dev->take_records();
+    REQUIRE(rs.size() == 3);
+    const auto &in = find(rs, oa::phase::h2d), &out = find(rs, oa::phase::d2h), &k = find(rs, oa::phase::compute);
+    CHECK(in.end - in.begin >= 0.020);
+    CHECK(out.end - out.begin >= 0.020);
+    const double span = std::max(in.end, out.end) - std::min(in.begin, out.begin);
+    const bool ok = overlap(in, out) && (overlap(k, in) || overlap(k, out)) &&
+                    span < 0.75 * ((in.end - in.begin) + (out.end - out.begin));
+    if (!ok)
+      MESSAGE("no overlap this time: h2d [" << in.begin << ", " << in.end << "], d2h [" << out.begin << ", "
+                                            << out.end << "], launch [" << k.begin << ", " << k.end << "]");
+    return ok;
+  }));
   dev->deallocate(d_in, bytes);
   dev->deallocate(d_out, bytes);
 }
@@ -165,6 +180,7 @@ TEST_CASE("emulated engines pipeline chunks over three streams") {
   constexpr std::size_t bytes = 4'000'000;
   constexpr int chunks = 6;
   std::vector<std::byte> host(bytes);
+  std::vector<std::vector<std::byte>> out(3, std::vector<std::byte>(bytes));  // one per stream: no races
   std::vector<void*> d;
   std::vector<oa::stream_id> s;
   for (int i = 0; i < 3; ++i) {
@@ -172,47 +188,40 @@ TEST_CASE("emulated engines pipeline chunks over three streams") {
     s.push_back(dev->create_stream());
   }
   dev->set_recording(true);
-  const double t0 = dev->now();
-  for (int i = 0; i < chunks; ++i) {
-    const auto st = s[i % 3];
-    dev->copy_to_device_async(whole(d[i % 3], bytes), whole(host.data(), bytes), st);
-    dev->launch_async(sleeper(4ms), st);
-    dev->copy_to_host_async(whole(host.data(), bytes), whole(d[i % 3], bytes), st);
-  }
-  dev->wait_idle();
-  const double wall = dev->now() - t0;
-  double busy = 0;
-  for (const auto& r : dev->take_records()) busy += r.end - r.begin;
-  // Serial would be the sum of all op times; the engines overlap them.
-  CHECK(wall < 0.8 * busy);
+  CHECK(in_some_attempt([&] {
+    const double t0 = dev->now();
+    for (int i = 0; i < chunks; ++i) {
+      const auto st = s[i % 3];
+      dev->copy_to_device_async(whole(d[i % 3], bytes), whole(host.data(), bytes), st);
+      dev->launch_async(sleeper(4ms), st);
+      dev->copy_to_host_async(whole(out[i % 3].data(), bytes), whole(d[i % 3], bytes), st);
+    }
+    dev->wait_idle();
+    const double wall = dev->now() - t0;
+    double busy = 0;
+    for (const auto& r : dev->take_records()) busy += r.end - r.begin;
+    // Serial would take the sum of all op times; the engines overlap them.
+    if (wall >= 0.8 * busy) MESSAGE("no overlap this time: wall " << wall << " s, busy " << busy << " s");
+    return wall < 0.8 * busy;
+  }));
   for (int i = 0; i < 3; ++i) {
     dev->deallocate(d[i], bytes);
     dev->destroy_stream(s[i]);
   }
 }
 
-TEST_CASE("host device streams run in parallel") {
-  auto dev = host_dev::make();
+TEST_CASE_TEMPLATE("launches on two streams run concurrently", F, host_dev, emulated_two_compute) {
+  auto dev = F::make();
   const auto a = dev->create_stream(), b = dev->create_stream();
   dev->set_recording(true);
-  dev->launch_async(sleeper(20ms), a);
-  dev->launch_async(sleeper(20ms), b);
-  dev->wait_idle();
-  const auto rs = dev->take_records();
-  REQUIRE(rs.size() == 2);
-  CHECK(overlap(rs[0], rs[1]));
-}
-
-TEST_CASE("emulated compute engines run launches of different streams concurrently") {
-  auto dev = emulated_two_compute::make();
-  const auto a = dev->create_stream(), b = dev->create_stream();
-  dev->set_recording(true);
-  dev->launch_async(sleeper(20ms), a);
-  dev->launch_async(sleeper(20ms), b);
-  dev->wait_idle();
-  const auto rs = dev->take_records();
-  REQUIRE(rs.size() == 2);
-  CHECK(overlap(rs[0], rs[1]));
+  CHECK(in_some_attempt([&] {
+    dev->launch_async(sleeper(20ms), a);
+    dev->launch_async(sleeper(20ms), b);
+    dev->wait_idle();
+    const auto rs = dev->take_records();
+    REQUIRE(rs.size() == 2);
+    return overlap(rs[0], rs[1]);
+  }));
 }
 
 TEST_CASE("emulated link throttle holds a copy for bytes / bandwidth") {

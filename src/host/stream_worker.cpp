@@ -288,10 +288,16 @@ void stream_device::execute(op& o) noexcept {
   }
   if (failure) {
     std::lock_guard lock(st.m);
-    if (!st.error) st.error = std::move(failure);
+    if (!st.error) st.error = failure;
   }
-  o.body = nullptr;  // what the kernel captured is released before anyone sees it done
-  o.done->set();
+  // Drop what the op holds (the kernel's captures, its fault, its stream)
+  // before anyone sees it done: whoever waits may then free what it refers to,
+  // and this thread never releases the last reference to an exception that
+  // the waiter has used.
+  failure = nullptr;
+  token done = std::move(o.done);
+  o = op{};
+  done->set();
 }
 
 event stream_device::record_event(stream_id s) {
@@ -306,20 +312,26 @@ event stream_device::record_event(stream_id s) {
   auto done = std::make_shared<completion>();
   // The marker completes when its last dependency does, carrying the stream's
   // error at that moment (later failures or a synchronize cannot change it).
-  auto finish = [st, done] {
+  struct join {
+    std::atomic<std::size_t> left;
+    std::shared_ptr<stream_state> stream;
+    token done;
+  };
+  auto j = std::make_shared<join>(deps.size() + 1, st, done);
+  auto arrive = [](join& state) {
+    if (state.left.fetch_sub(1) != 1) return;
     std::exception_ptr error;
     {
-      std::lock_guard lock(st->m);
-      error = st->error;
+      std::lock_guard lock(state.stream->m);
+      error = state.stream->error;
     }
-    done->set(std::move(error));
+    // As in execute(): nothing of the stream stays behind on this thread.
+    state.stream.reset();
+    token t = std::move(state.done);
+    t->set(std::move(error));
   };
-  auto left = std::make_shared<std::atomic<std::size_t>>(deps.size() + 1);
-  for (auto& d : deps)
-    d->then([left, finish] {
-      if (left->fetch_sub(1) == 1) finish();
-    });
-  if (left->fetch_sub(1) == 1) finish();
+  for (auto& d : deps) d->then([j, arrive] { arrive(*j); });
+  arrive(*j);
   return std::make_shared<marker>(std::move(done));
 }
 
