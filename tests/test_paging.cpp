@@ -89,6 +89,11 @@ TEST_CASE("pipelining: with a throttled link, copies overlap compute; sequential
           sequential.seconds, " s, efficiency ", efficiency(sequential));
   CHECK(pipelined.chunks == sequential.chunks);
   CHECK(pipelined.chunks >= 8);
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer serialises memory accesses across threads: no timing claim holds.
+  MESSAGE("timing checks skipped under ThreadSanitizer");
+  return;
+#endif
   CHECK(pipelined.streams >= 2);
   CHECK(sequential.streams == 1);
   // Measured, not assumed: the pipelined phases overlap (their busy times add

@@ -65,8 +65,8 @@ std::unique_ptr<device> make_device(const config& c) {
   }
   if (c.device == "cuda")
     throw config_error(
-        "oa: OA_DEVICE=cuda: this build of oa has no CUDA device (it runs on the host and emulated devices); "
-        "use OA_DEVICE=auto or host");
+        "oa: device 'cuda' (OA_DEVICE or the configuration): this build of oa has no CUDA device, so no GPU "
+        "can be used; use device 'auto' or 'host' (the CPU), or 'emulated'");
   throw config_error("oa: OA_DEVICE: unknown device '" + c.device + "' (use auto, host, emulated or cuda)");
 }
 
