@@ -26,9 +26,20 @@ if(NOT OA_ENABLE_CUDA STREQUAL "OFF")
   endif()
 endif()
 
-# Records in the library whether the toolkit was present at build time.
+# The CUDA parts of the runtime: NVRTC for generated kernels. Nothing here
+# links libcuda: the runtime library loads the driver when a GPU is used.
 function(oa_configure_cuda target)
-  if(OA_HAS_CUDA)
-    target_compile_definitions(${target} PRIVATE OA_BUILT_WITH_CUDA_TOOLKIT=1)
+  if(NOT OA_HAS_CUDA)
+    return()
   endif()
+  set(dirs ${CUDAToolkit_INCLUDE_DIRS})
+  foreach(d IN LISTS CUDAToolkit_INCLUDE_DIRS)
+    if(EXISTS ${d}/cccl)
+      list(APPEND dirs ${d}/cccl)
+    endif()
+  endforeach()
+  list(JOIN dirs ":" dirs_joined)
+  target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda/nvrtc_compiler.cpp)
+  target_compile_definitions(${target} PUBLIC OA_HAS_CUDA=1 PRIVATE OA_CUDA_INCLUDE_DIRS="${dirs_joined}")
+  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::nvrtc)
 endfunction()

@@ -201,7 +201,9 @@ struct recorded {
     needed = oa::detail::values_needed_on_host(nodes, live, stages);
   }
   stage_layout layout(size_t s, bool in_place) const {
-    return oa::detail::layout_stage(stages.at(s), nodes, in_place, needed);
+    return oa::detail::layout_stage(stages.at(s), nodes,
+                                    in_place ? oa::detail::placement_mode::in_place : oa::detail::placement_mode::staged,
+                                    needed);
   }
   size_t count(const stage_layout& L, value_class cls) const {
     return static_cast<size_t>(std::count_if(L.values.begin(), L.values.end(), [&](auto& v) { return v.cls == cls; }));

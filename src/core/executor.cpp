@@ -182,7 +182,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (s.calls.empty()) return rep;
 
   const bool in_place = dev.host_accessible();
-  const stage_layout L = layout_stage(s, nodes, in_place, needed_on_host);
+  const stage_layout L = layout_stage(s, nodes, in_place ? placement_mode::in_place : placement_mode::staged, needed_on_host);
   const std::string what = opt.stage_name + " [" + describe(s, nodes) + "] on " + dev.name();
 
   // Host storage of results, created uninitialised and filled chunk by chunk.
@@ -294,7 +294,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   // Chunks the device failed on run again on the host, from the host data.
   if (!stage_error && !faulted.empty()) {
     std::sort(faulted.begin(), faulted.end());
-    const stage_layout HL = layout_stage(s, nodes, true, needed_on_host);
+    const stage_layout HL = layout_stage(s, nodes, placement_mode::in_place, needed_on_host);
     std::vector<std::byte*> scratch;
     for (std::size_t ub : HL.buffer_unit_bytes) scratch.push_back(static_cast<std::byte*>(host.allocate(std::max<std::size_t>(ub * plan.chunk_units, 1))));
     try {

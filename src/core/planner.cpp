@@ -103,7 +103,7 @@ std::unordered_set<const value_state*> values_needed_on_host(const std::vector<c
   return needed;
 }
 
-stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, bool in_place,
+stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, placement_mode mode,
                           const std::unordered_set<const value_state*>& needed_on_host) {
   stage_layout L;
   std::unordered_map<const value_state*, int> index;
@@ -156,7 +156,14 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, b
     L.buffer_unit_bytes.push_back(unit_bytes);
     return static_cast<int>(L.buffer_unit_bytes.size() - 1);
   };
-  auto needs_buffer = [&](const stage_value& v) { return !in_place || v.cls == value_class::temporary; };
+  auto needs_buffer = [&](const stage_value& v) {
+    switch (mode) {
+      case placement_mode::staged: return true;
+      case placement_mode::in_place: return v.cls == value_class::temporary;
+      case placement_mode::fused: return v.cls != value_class::temporary;
+    }
+    return true;
+  };
   for (auto& v : L.values)
     if (v.cls == value_class::input && needs_buffer(v)) v.buffer = take(v.v->shape.unit_bytes());
   std::unordered_set<int> handed_over;

@@ -64,10 +64,16 @@ struct stage_layout {
   std::size_t partial_bytes = 0;           // reduction partials per chunk
 };
 
-/// Lays out a stage. With `in_place` (host-accessible device), inputs and
-/// outputs are viewed in their host storage and only temporaries get buffers.
-/// Buffers are reused once the value in them is dead (liveness by position).
-stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, bool in_place,
+/// Where a stage's values live during a chunk.
+enum class placement_mode : std::uint8_t {
+  staged,    // a device with its own memory: every value in a device buffer
+  in_place,  // a host-accessible device: inputs and outputs viewed in host storage, temporaries in buffers
+  fused,     // one generated kernel per chunk: temporaries in registers, no buffer
+};
+
+/// Lays out a stage. Buffers are reused once the value in them is dead
+/// (liveness by position in the stage).
+stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, placement_mode mode,
                           const std::unordered_set<const value_state*>& needed_on_host);
 
 /// Values that must reach host storage: held by a handle, the caller's

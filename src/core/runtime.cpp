@@ -193,7 +193,7 @@ void evaluate(graph& g) {
           if (!nodes[static_cast<std::size_t>(n)].device_twin) cpu_only = nodes[static_cast<std::size_t>(n)].name;
         opt.placement_reason = "'" + cpu_only + "' has no device function";
       } else {
-        const stage_layout probe = layout_stage(s, nodes, false, needed);
+        const stage_layout probe = layout_stage(s, nodes, placement_mode::staged, needed);
         const std::size_t bytes = s.units * probe.working_bytes_per_unit;
         if (bytes < c.host_threshold) {
           where = &host;

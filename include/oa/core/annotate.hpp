@@ -22,6 +22,7 @@
 #include <boost/hana/find_if.hpp>
 #include <boost/hana/tuple.hpp>
 #include <boost/hana/type.hpp>
+#include <cstdio>
 #include <cstring>
 #include <string_view>
 #include <tuple>
@@ -88,6 +89,7 @@ constexpr cpu_part<F> cpu(F f) {
 /// An element-wise device function: a functor over scalars (see oa/core/ops.hpp).
 template <class Op>
 struct elementwise_fn {
+  using op_type = Op;
   Op op;
 };
 template <class Op>
@@ -229,6 +231,44 @@ struct value_type_of_impl<A, true> {
 /// The value type behind a call argument: T for T, T& and lazy<T>.
 template <class A>
 using value_type_of = typename value_type_of_impl<A>::type;
+
+// ---- element types and values as C++ source, for generated kernels -------------
+template <class E>
+std::string c_type_name() {
+  if constexpr (std::is_same_v<E, bool>) return "bool";
+  else if constexpr (std::is_same_v<E, double>) return "double";
+  else if constexpr (std::is_same_v<E, float>) return "float";
+  else if constexpr (std::is_integral_v<E>)
+    return std::string(std::is_signed_v<E> ? "" : "unsigned ") +
+           (sizeof(E) == 1 ? "char" : sizeof(E) == 2 ? "short" : sizeof(E) == 4 ? "int" : "long long");
+  else
+    return "";  // not an element type a kernel can hold
+}
+/// An exact literal: floating-point values by their bit pattern.
+template <class E>
+std::string c_literal(const E& v) {
+  char buf[64];
+  if constexpr (std::is_same_v<E, bool>) {
+    return v ? "true" : "false";
+  } else if constexpr (std::is_same_v<E, double>) {
+    unsigned long long bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016llxLL)", bits);
+    return buf;
+  } else if constexpr (std::is_same_v<E, float>) {
+    unsigned int bits;
+    std::memcpy(&bits, &v, sizeof bits);
+    std::snprintf(buf, sizeof buf, "__int_as_float(0x%08x)", bits);
+    return buf;
+  } else {
+    static_assert(std::is_integral_v<E>, "oa: kernel literals are arithmetic values");
+    if constexpr (std::is_signed_v<E>)
+      std::snprintf(buf, sizeof buf, "(%s)(%lldLL)", c_type_name<E>().c_str(), static_cast<long long>(v));
+    else
+      std::snprintf(buf, sizeof buf, "(%s)(%lluULL)", c_type_name<E>().c_str(), static_cast<unsigned long long>(v));
+    return buf;
+  }
+}
 
 // ---- binders: one per spec, turning a chunk's regions into views ----------------
 template <class S, class T, bool Const>
@@ -555,7 +595,44 @@ class annotated {
         invoke_cpu(cpu, a, b, std::make_index_sequence<n_specs>{});
       }
     };
-    if constexpr (has_device) node.device_twin = make_twin(b, std::index_sequence<K...>{});
+    if constexpr (has_device) {
+      node.device_twin = make_twin(b, std::index_sequence<K...>{});
+      auto d = std::make_shared<detail::elementwise_desc>();
+      d->op = Dev::op_type::name;
+      (describe_operand<K>(*d, node, std::get<K>(b)), ...);
+      node.elementwise = std::move(d);
+    }
+  }
+  // One spec of an element-wise call, for kernel generation.
+  template <std::size_t K, class X>
+  static void describe_operand(detail::elementwise_desc& d, const detail::call_node& node, const X& x) {
+    constexpr spec::kind k = kinds[K];
+    if constexpr (k == spec::kind::ret) {
+      using S = spec_at<K>;
+      using R = typename S::value;
+      static_assert(requires { S::split::op::device_op; },
+                    "oa::annotate: a reduction used with a device function needs a device_op name (see reduce.hpp)");
+      d.out_type = detail::c_type_name<R>();
+      d.reduce_op = S::split::op::device_op;
+      d.reduce_identity = detail::c_literal(S::split::template identity<R>());
+    } else if constexpr (detail::is_part_binder<X>::value) {
+      if constexpr (k == spec::kind::in || k == spec::kind::mut)
+        d.operands.push_back({static_cast<int>(x.slot), -1, {}, detail::c_type_name<typename X::elem_t>()});
+      if constexpr (k == spec::kind::out || k == spec::kind::mut) {
+        d.out_arg = static_cast<int>(x.slot);
+        d.out_type = detail::c_type_name<typename X::elem_t>();
+      }
+    } else {
+      using B = std::remove_cvref_t<decltype(x.view(std::declval<const detail::kernel_args&>()))>;
+      static_assert(std::is_arithmetic_v<B>, "oa::annotate: element-wise device functions take arithmetic scalars");
+      int scalar = -1;
+      for (std::size_t i = 0; i < node.scalars.size(); ++i)
+        if constexpr (requires { x.v; })
+          if (node.scalars[i] == x.v) scalar = static_cast<int>(i);
+      std::string literal;
+      if (scalar < 0) literal = detail::c_literal(x.view(detail::kernel_args{}));
+      d.operands.push_back({-1, scalar, std::move(literal), detail::c_type_name<B>()});
+    }
   }
 
   template <class F, class Binders, std::size_t... K>

@@ -69,6 +69,23 @@ using kernel_fn = std::function<void(const kernel_args&)>;
 
 enum class arg_role : std::uint8_t { in, mut, out };
 
+/// An element-wise call as a GPU kernel generator sees it: the functor of
+/// oa/core/ops.hpp applied to each element, operands in order.
+struct elementwise_desc {
+  struct operand {
+    int arg = -1;          // partitioned argument (index into call_node::args)
+    int scalar = -1;       // lazy broadcast (index into call_node::scalars)
+    std::string literal;   // broadcast value, as an exact C++ literal
+    std::string type;      // C++ type of one element / of the value
+  };
+  std::string op;                    // functor name in oa::ops
+  std::vector<operand> operands;
+  int out_arg = -1;                  // argument written (out or mut); -1: a reduction
+  std::string out_type;              // element type written / of the partial
+  std::string reduce_op;             // reduction: functor name in oa::ops ("add", "min", "max")
+  std::string reduce_identity;       // reduction: identity literal
+};
+
 struct node_arg {
   arg_role role;
   value_ptr value;      // in: read; out: written; mut: the version read
@@ -83,6 +100,7 @@ struct call_node {
   std::size_t units = 0;            // units of the split (all partitioned args agree)
   kernel_fn cpu;                    // the annotated CPU function over a chunk
   kernel_fn device_twin;            // host twin of the device function; empty: CPU only
+  std::shared_ptr<const elementwise_desc> elementwise;  // for kernel generation; set with device_twin
   double cost_per_unit = 1.0;       // relative work per unit (annotation's estimate)
 
   /// Values this node writes (outputs, new mut versions, reduction result).

@@ -4,12 +4,18 @@
 // them runs as one loop (one fused kernel on a GPU) with temporaries in
 // registers; the emulated device runs the same functors on the host.
 
+// This header is also compiled at run time by NVRTC into fused stage kernels
+// (src/core/kernel_source.cpp), so it includes nothing there.
+#if !defined(__CUDACC_RTC__)
 #include <cmath>
+#endif
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 #define OA_HD __host__ __device__
+#define OA_MATH(f) ::f
 #else
 #define OA_HD
+#define OA_MATH(f) std::f
 #endif
 
 namespace oa::ops {
@@ -27,7 +33,6 @@ namespace oa::ops {
     static constexpr const char* name = #NAME;     \
     template <class A>                             \
     OA_HD auto operator()(A a) const {             \
-      using std::NAME;                             \
       return EXPR;                                 \
     }                                              \
   };
@@ -43,15 +48,15 @@ OA_BINARY_OP(less_equal, a <= b)
 OA_BINARY_OP(greater, a > b)
 OA_BINARY_OP(greater_equal, a >= b)
 OA_BINARY_OP(equal_to, a == b)
-OA_UNARY_OP(exp, exp(a))
-OA_UNARY_OP(log, log(a))
-OA_UNARY_OP(log2, log2(a))
-OA_UNARY_OP(sqrt, sqrt(a))
-OA_UNARY_OP(sin, sin(a))
-OA_UNARY_OP(cos, cos(a))
-OA_UNARY_OP(asin, asin(a))
-OA_UNARY_OP(erf, erf(a))
-OA_UNARY_OP(abs, abs(a))
+OA_UNARY_OP(exp, OA_MATH(exp)(a))
+OA_UNARY_OP(log, OA_MATH(log)(a))
+OA_UNARY_OP(log2, OA_MATH(log2)(a))
+OA_UNARY_OP(sqrt, OA_MATH(sqrt)(a))
+OA_UNARY_OP(sin, OA_MATH(sin)(a))
+OA_UNARY_OP(cos, OA_MATH(cos)(a))
+OA_UNARY_OP(asin, OA_MATH(asin)(a))
+OA_UNARY_OP(erf, OA_MATH(erf)(a))
+OA_UNARY_OP(abs, OA_MATH(fabs)(a))
 
 #undef OA_BINARY_OP
 #undef OA_UNARY_OP

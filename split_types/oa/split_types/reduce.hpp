@@ -4,7 +4,9 @@
 // which device or how many streams ran the chunks, only on the chunk size).
 //
 // A user-defined reduction is any `Op` with `template <class R> static R
-// identity()` and `R operator()(R, R) const`, used as `reduce<Op>`.
+// identity()` and `R operator()(R, R) const`, used as `reduce<Op>`. To reduce
+// on a device too it names the oa::ops functor that combines two partials:
+// `static constexpr const char* device_op = "add";`.
 
 #include <algorithm>
 #include <limits>
@@ -39,6 +41,7 @@ struct reduce {
 
 namespace ops_detail {
 struct plus {
+  static constexpr const char* device_op = "add";  // the oa::ops functor a kernel combines with
   template <class R>
   static R identity() {
     return R(0);
@@ -49,6 +52,7 @@ struct plus {
   }
 };
 struct minimum {
+  static constexpr const char* device_op = "min";
   template <class R>
   static R identity() {
     if constexpr (std::numeric_limits<R>::has_infinity) return std::numeric_limits<R>::infinity();
@@ -60,6 +64,7 @@ struct minimum {
   }
 };
 struct maximum {
+  static constexpr const char* device_op = "max";
   template <class R>
   static R identity() {
     if constexpr (std::numeric_limits<R>::has_infinity) return -std::numeric_limits<R>::infinity();

@@ -1,0 +1,26 @@
+#pragma once
+// Run-time compilation of generated stage kernels with NVRTC. Needs the CUDA
+// toolkit's NVRTC library, not a GPU or a driver.
+
+#include <string>
+#include <vector>
+
+#include "core/kernel_source.hpp"
+
+namespace oa::cuda {
+
+struct compiled_kernel {
+  std::string name;
+  std::vector<char> cubin;
+  std::string log;  // compiler messages (warnings)
+};
+
+/// Compiles `k` for compute capability `major.minor` (e.g. 9.0) to CUBIN.
+/// Throws oa::error with the compiler's log when the source does not compile.
+compiled_kernel compile(const detail::kernel_source& k, int major, int minor);
+
+/// Include directories for generated kernels (CCCL for CUB): OA_CUDA_INCLUDE
+/// (colon-separated) if set, else the toolkit's directories found at build time.
+std::vector<std::string> kernel_include_dirs();
+
+}  // namespace oa::cuda
