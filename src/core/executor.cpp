@@ -8,6 +8,7 @@
 #include <cstring>
 #include <optional>
 
+#include "core/kernel_source.hpp"
 #include "oa/core/error.hpp"
 
 namespace oa::detail {
@@ -15,6 +16,17 @@ namespace oa::detail {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
+
+/// Blocks of a fused kernel per chunk: enough to fill a large GPU, few
+/// enough that reduction partials stay small.
+constexpr std::size_t max_blocks_per_chunk = 1024;
+
+std::size_t c_type_size(const std::string& t) {
+  if (t == "double" || t == "long long" || t == "unsigned long long") return 8;
+  if (t == "float" || t == "int" || t == "unsigned int") return 4;
+  if (t == "short" || t == "unsigned short") return 2;
+  return 1;  // bool, char
+}
 
 double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
@@ -58,27 +70,75 @@ struct slots_guard {
   }
 };
 
-void allocate_slot(slot& s, const stage_layout& L, std::size_t chunk_units, bool device_partials) {
+void allocate_slot(slot& s, const stage_layout& L, std::size_t chunk_units, std::size_t device_partial_bytes) {
   for (std::size_t ub : L.buffer_unit_bytes) {
     const std::size_t bytes = std::max<std::size_t>(ub * chunk_units, 1);
     s.buffers.push_back(static_cast<std::byte*>(s.dev->allocate(bytes)));
     s.sizes.push_back(bytes);
   }
-  if (device_partials && L.partial_bytes) {
-    s.partials = static_cast<std::byte*>(s.dev->allocate(L.partial_bytes));
-    s.partial_bytes = L.partial_bytes;
+  if (device_partial_bytes) {
+    s.partials = static_cast<std::byte*>(s.dev->allocate(device_partial_bytes));
+    s.partial_bytes = device_partial_bytes;
   }
 }
 
 /// Where each value of the stage lies for chunk r, given a slot's buffers.
+/// Temporaries of a fused stage live in registers: they have no region.
 std::vector<region> chunk_regions(const stage_layout& L, const std::vector<std::byte*>& buffers, split::range r) {
   std::vector<region> out(L.values.size());
   for (std::size_t i = 0; i < L.values.size(); ++i) {
     const stage_value& v = L.values[i];
-    out[i] = v.buffer >= 0 ? v.v->ops->packed_region(buffers[static_cast<std::size_t>(v.buffer)], v.v->shape, r)
-                           : v.v->ops->host_region(v.v->object, r);
+    if (v.buffer >= 0)
+      out[i] = v.v->ops->packed_region(buffers[static_cast<std::size_t>(v.buffer)], v.v->shape, r);
+    else if (v.v->object)  // viewed in place: inputs, outputs, versions of the caller's data
+      out[i] = v.v->ops->host_region(v.v->object, r);
   }
   return out;
+}
+
+/// Arguments of a stage's generated kernel for one chunk, in parameter order.
+std::shared_ptr<const generated_kernel> kernel_for_chunk(const kernel_source& ks,
+                                                         const std::shared_ptr<const std::string>& source,
+                                                         const stage& s, const std::vector<call_node>& nodes,
+                                                         const slot& sl, std::size_t elements,
+                                                         const std::vector<std::size_t>& partial_offsets) {
+  auto k = std::make_shared<generated_kernel>();
+  k->name = ks.name;
+  k->source = source;
+  k->block = kernel_source::block_size;
+  k->grid = static_cast<unsigned>(
+      std::clamp<std::size_t>((elements + k->block - 1) / k->block, 1, max_blocks_per_chunk));
+  auto push = [&](const void* p, std::size_t size) {
+    std::uint64_t bits = 0;
+    std::memcpy(&bits, p, size);
+    k->args.push_back(bits);
+    k->arg_sizes.push_back(static_cast<std::uint8_t>(size));
+  };
+  for (const kernel_param& p : ks.params) {
+    switch (p.what) {
+      case kernel_param::kind::elements: {
+        const unsigned long long n = elements;
+        push(&n, sizeof n);
+        break;
+      }
+      case kernel_param::kind::buffer: {
+        const void* b = sl.buffers[static_cast<std::size_t>(p.index)];
+        push(&b, sizeof b);
+        break;
+      }
+      case kernel_param::kind::scalar: {
+        const call_node& n = nodes[static_cast<std::size_t>(s.calls[static_cast<std::size_t>(p.call)])];
+        push(n.scalars[static_cast<std::size_t>(p.index)]->object, c_type_size(p.type));
+        break;
+      }
+      case kernel_param::kind::partials: {
+        const void* b = sl.partials + partial_offsets[static_cast<std::size_t>(p.index)];
+        push(&b, sizeof b);
+        break;
+      }
+    }
+  }
+  return k;
 }
 
 /// Runs every call of the stage on one chunk: the body of a launch.
@@ -182,8 +242,30 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (s.calls.empty()) return rep;
 
   const bool in_place = dev.host_accessible();
-  const stage_layout L = layout_stage(s, nodes, in_place ? placement_mode::in_place : placement_mode::staged, needed_on_host);
+  const bool fused = !in_place && dev.compiles_kernels();
+  const stage_layout L =
+      layout_stage(s, nodes, in_place ? placement_mode::in_place : fused ? placement_mode::fused : placement_mode::staged,
+                   needed_on_host);
   const std::string what = opt.stage_name + " [" + describe(s, nodes) + "] on " + dev.name();
+
+  // A fused stage is one generated kernel; its reductions leave one partial
+  // per block, so each chunk has up to max_blocks_per_chunk entries of each.
+  std::optional<kernel_source> ks;
+  std::shared_ptr<const std::string> source;
+  if (fused) {
+    ks = generate_kernel(s, nodes, L);
+    source = std::make_shared<const std::string>(ks->code);
+  }
+  const std::size_t entries = fused ? max_blocks_per_chunk : 1;
+  std::vector<std::size_t> partial_offsets;  // reduction r's entries within a chunk's partial area
+  {
+    std::size_t prefix = 0;
+    for (value_state* r : L.reductions) {
+      partial_offsets.push_back(entries * prefix);
+      prefix += r->ops->partial_bytes;
+    }
+  }
+  const std::size_t chunk_partial_bytes = entries * L.partial_bytes;
 
   // Host storage of results, created uninitialised and filled chunk by chunk.
   for (const auto& v : L.values)
@@ -192,7 +274,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
 
   const std::size_t bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
   const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
-  chunk_plan plan = plan_chunks(s.units, bytes_per_unit, in_place ? 0 : L.partial_bytes, dev.memory_budget(),
+  chunk_plan plan = plan_chunks(s.units, bytes_per_unit, in_place ? 0 : chunk_partial_bytes, dev.memory_budget(),
                                 want_streams, opt.chunk_bytes, what + largest_unit(L));
 
   dev.set_recording(true);
@@ -208,7 +290,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
       slot blank;
       blank.dev = &dev;
       guard.slots.assign(static_cast<std::size_t>(nslots), blank);
-      for (auto& sl : guard.slots) allocate_slot(sl, L, plan.chunk_units, !in_place);
+      for (auto& sl : guard.slots) allocate_slot(sl, L, plan.chunk_units, in_place ? 0 : chunk_partial_bytes);
       break;
     } catch (const device_out_of_memory&) {
       for (auto& sl : guard.slots) sl.release();
@@ -221,7 +303,8 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
 
   const auto ranges = split::chunks(std::max<std::size_t>(s.units, 1), plan.chunk_units);
   const std::size_t nchunks = s.units == 0 ? 0 : ranges.size();
-  std::vector<std::byte> partials(nchunks * L.partial_bytes);
+  std::vector<std::byte> partials(nchunks * chunk_partial_bytes);
+  std::vector<std::size_t> partial_entries(nchunks, 1);  // per chunk: entries of each reduction
   std::vector<event> events(nchunks);
   std::vector<std::size_t> faulted;
   std::exception_ptr stage_error;
@@ -255,7 +338,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
       slot& sl = guard.slots[si];
       const split::range r = ranges[i];
       std::vector<region> regs = chunk_regions(L, sl.buffers, r);
-      std::byte* host_partial = partials.data() + i * L.partial_bytes;
+      std::byte* host_partial = partials.data() + i * chunk_partial_bytes;
       if (!in_place) {
         for (std::size_t k = 0; k < L.values.size(); ++k) {
           const stage_value& v = L.values[k];
@@ -264,13 +347,18 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
         }
       }
       std::byte* kernel_partial = in_place ? host_partial : sl.partials;
-      launch k{launch_name,
-               [&s, &nodes, &L, regs, r, kernel_partial] { run_chunk(s, nodes, L, regs, r, kernel_partial, false); },
-               {}};
-      if (s.device_capable)
-        k.device_twin = [&s, &nodes, &L, regs, r, kernel_partial] {
-          run_chunk(s, nodes, L, regs, r, kernel_partial, true);
-        };
+      launch k{launch_name, {}, {}, {}};
+      if (fused) {
+        const std::size_t elements = r.size() * L.values.front().v->shape.inner;
+        k.kernel = kernel_for_chunk(*ks, source, s, nodes, sl, elements, partial_offsets);
+        partial_entries[i] = k.kernel->grid;
+      } else {
+        k.host = [&s, &nodes, &L, regs, r, kernel_partial] { run_chunk(s, nodes, L, regs, r, kernel_partial, false); };
+        if (s.device_capable)
+          k.device_twin = [&s, &nodes, &L, regs, r, kernel_partial] {
+            run_chunk(s, nodes, L, regs, r, kernel_partial, true);
+          };
+      }
       dev.launch_async(std::move(k), sl.stream);
       if (!in_place) {
         for (std::size_t k = 0; k < L.values.size(); ++k) {
@@ -278,9 +366,11 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
           if (v.cls == value_class::output && v.buffer >= 0)
             dev.copy_to_host_async(v.v->ops->host_region(v.v->object, r), regs[k], sl.stream);
         }
-        if (L.partial_bytes)
-          dev.copy_to_host_async({host_partial, L.partial_bytes, 1, L.partial_bytes},
-                                 {sl.partials, L.partial_bytes, 1, L.partial_bytes}, sl.stream);
+        for (std::size_t q = 0; q < L.reductions.size(); ++q) {
+          const std::size_t bytes = partial_entries[i] * L.reductions[q]->ops->partial_bytes;
+          dev.copy_to_host_async({host_partial + partial_offsets[q], bytes, 1, bytes},
+                                 {sl.partials + partial_offsets[q], bytes, 1, bytes}, sl.stream);
+        }
       }
       events[i] = dev.record_event(sl.stream);
       progress.update(i + 1);
@@ -298,9 +388,17 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
     std::vector<std::byte*> scratch;
     for (std::size_t ub : HL.buffer_unit_bytes) scratch.push_back(static_cast<std::byte*>(host.allocate(std::max<std::size_t>(ub * plan.chunk_units, 1))));
     try {
+      std::vector<std::byte> partial(L.partial_bytes);
       for (std::size_t j : faulted) {
-        run_chunk(s, nodes, HL, chunk_regions(HL, scratch, ranges[j]), ranges[j],
-                  partials.data() + j * L.partial_bytes, false);
+        run_chunk(s, nodes, HL, chunk_regions(HL, scratch, ranges[j]), ranges[j], partial.data(), false);
+        // One entry per reduction, where the device's entries would have been.
+        std::size_t prefix = 0;
+        for (std::size_t q = 0; q < L.reductions.size(); ++q) {
+          std::memcpy(partials.data() + j * chunk_partial_bytes + partial_offsets[q], partial.data() + prefix,
+                      L.reductions[q]->ops->partial_bytes);
+          prefix += L.reductions[q]->ops->partial_bytes;
+        }
+        partial_entries[j] = 1;
         ++rep.host_reruns;
       }
     } catch (...) {
@@ -341,14 +439,17 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
       rep.error = "unknown exception";
     }
   } else {
-    std::size_t offset = 0;
-    for (value_state* r : L.reductions) {
+    // Every entry of every chunk, in order: the result does not depend on
+    // which stream ran which chunk.
+    for (std::size_t q = 0; q < L.reductions.size(); ++q) {
+      value_state* r = L.reductions[q];
       const std::size_t pb = r->ops->partial_bytes;
-      std::vector<std::byte> mine(nchunks * pb);
-      for (std::size_t j = 0; j < nchunks; ++j)
-        std::memcpy(mine.data() + j * pb, partials.data() + j * L.partial_bytes + offset, pb);
-      r->ops->merge(mine.data(), nchunks, r->object);
-      offset += pb;
+      std::vector<std::byte> mine;
+      for (std::size_t j = 0; j < nchunks; ++j) {
+        const std::byte* from = partials.data() + j * chunk_partial_bytes + partial_offsets[q];
+        mine.insert(mine.end(), from, from + partial_entries[j] * pb);
+      }
+      r->ops->merge(mine.data(), mine.size() / std::max<std::size_t>(pb, 1), r->object);
     }
     for (int c : s.calls)
       nodes[static_cast<std::size_t>(c)].for_each_output([](const value_ptr& v) { v->status = value_status::ready; });

@@ -53,13 +53,26 @@ struct op_record {
   std::string label;  // launch: kernel name; copy: empty
 };
 
+/// A kernel generated for a stage (see src/core/kernel_source.hpp), for
+/// devices that compile kernels at run time.
+struct generated_kernel {
+  std::string name;                          // extern "C" name; unique per source
+  std::shared_ptr<const std::string> source;  // CUDA C++ translation unit
+  std::vector<std::uint64_t> args;           // each parameter's bytes, low bytes first
+  std::vector<std::uint8_t> arg_sizes;       // each parameter's size in bytes
+  unsigned grid = 1;
+  unsigned block = 256;
+};
+
 /// A kernel launch. Devices that run code on the host call `host` (the CPU
 /// functions of the calls); the emulated device, when asked to, calls
-/// `device_twin` instead: the host twins of the calls' device functions.
+/// `device_twin` instead: the host twins of the calls' device functions;
+/// devices that compile kernels run `kernel`.
 struct launch {
   std::string name;
   std::function<void()> host;
   std::function<void()> device_twin;
+  std::shared_ptr<const generated_kernel> kernel;
 };
 
 /// Opaque event handle; each device defines its own state behind it.
@@ -82,6 +95,9 @@ class device {
   virtual bool host_accessible() const noexcept = 0;
   /// Streams the engine should use by default for a pipeline.
   virtual int preferred_streams() const noexcept = 0;
+  /// Runs generated kernels (launch::kernel): stages are fused into one
+  /// kernel per chunk, temporaries never take device memory.
+  virtual bool compiles_kernels() const noexcept { return false; }
 
   // Memory. allocate throws oa::device_out_of_memory past the budget.
   virtual std::size_t memory_budget() const noexcept = 0;
