@@ -1,6 +1,6 @@
 // oa-bench: runs the paging workloads of WORKLOADS.md as plain Eigen (mode
-// cpu) and through oa (modes oa and sequential) side by side, on the same
-// inputs, and reports time, chunks, bytes moved, overlap and errors.
+// cpu) and through oa (modes oa, sequential and whole) side by side, on the
+// same inputs, and reports time, chunks, bytes moved, overlap and errors.
 
 #include <unistd.h>
 
@@ -58,9 +58,17 @@ struct mode_result {
   std::string mode;
   std::string device;
   double seconds = std::numeric_limits<double>::infinity();
-  oa::stage_report total;  // oa and sequential: the runtime's totals for the fastest repeat
+  oa::stage_report total;  // oa modes: the runtime's totals for the fastest repeat
   std::optional<double> error;
+  std::size_t budget = 0;               // oa modes: the device budget the mode ran under
+  std::optional<std::string> failure;   // whole: why the all-at-once run could not be made
 };
+
+/// Every mode in the order they run: cpu first, its result is the reference of --verify.
+const std::vector<std::string>& all_modes() {
+  static const std::vector<std::string> modes{"cpu", "sequential", "whole", "oa"};
+  return modes;
+}
 
 bool is_oa_mode(const std::string& mode) { return mode != "cpu"; }
 
@@ -138,14 +146,76 @@ std::vector<array>& inputs_for(const workload_spec& w, std::size_t n, std::uint6
   return it->second;
 }
 
-void configure(const options& opt, bool sequential) {
+/// Configures the runtime for an oa mode. `whole_budget` is the raised budget of mode whole.
+void configure(const options& opt, const std::string& mode, std::size_t whole_budget = 0) {
   oa::config c = oa::current_config();
   c.device = opt.device;
   c.device_memory = opt.device_memory;
   c.streams = opt.streams;
   c.link_gbps = opt.link_gbps;
-  c.sequential = sequential;
+  c.sequential = mode == "sequential" || mode == "whole";
+  c.chunk_bytes = 0;
+  if (mode == "whole") {
+    c.device_memory = whole_budget;
+    // The planner sizes chunks for every stream of the pipeline even when
+    // sequential; one stream lets a single chunk take the whole budget.
+    c.streams = 1;
+  }
   oa::set_config(c);
+}
+
+/// Device bytes per element the workload's stages need on the configured
+/// device, from a run on a few thousand elements: the device's buffers
+/// (temporaries included) exceed the data itself, so the data size alone
+/// would not make mode whole a single chunk.
+std::size_t device_bytes_per_element(const options& opt, const workload_spec& w) {
+  constexpr std::size_t probe_elements = 4096;
+  const oa::config saved = oa::current_config();
+  oa::config c = saved;
+  c.device = opt.device;
+  c.device_memory = opt.device_memory;
+  c.link_gbps = opt.link_gbps;
+  c.streams = 1;
+  c.sequential = true;
+  c.chunk_bytes = 0;
+  c.host_threshold = 0;  // the probe is small: keep it on the device anyway
+  std::size_t per_element = 0;
+  try {
+    oa::set_config(c);
+    std::vector<array> in = oa_bench::make_inputs(w, probe_elements, opt.seed);
+    std::optional<double> unused;
+    oa::clear_reports();
+    run_oa_once(w, in, nullptr, unused);
+    const std::string device = oa::current_device().name();
+    for (const auto& s : oa::reports())
+      if (s.device == device && s.units)
+        per_element = std::max(per_element, (s.bytes_per_unit * s.units + probe_elements - 1) / probe_elements);
+  } catch (...) {
+    oa::clear_reports();
+    oa::set_config(saved);
+    throw;
+  }
+  oa::clear_reports();
+  oa::set_config(saved);
+  return per_element;
+}
+
+/// Mode whole's budget: the requested one, raised to hold every stage's
+/// device buffers for all `n` elements at once, plus 10% for allocation
+/// granularity and the fixed bytes of reductions.
+std::size_t whole_budget(const options& opt, const workload_spec& w, std::size_t n, std::size_t budget) {
+  const std::size_t per_element = std::max(device_bytes_per_element(opt, w), w.data_bytes(1));
+  const std::size_t need = per_element * n;
+  return std::max(budget, need + need / 10 + (std::size_t{1} << 20));
+}
+
+/// Mode whole must have run each stage as one chunk; otherwise it is no baseline.
+std::optional<std::string> whole_chunking_failure(const std::vector<oa::stage_report>& stages, std::size_t budget) {
+  for (const auto& s : stages)
+    if (s.chunks > 1)
+      return "the device did not hold all of it at once: " + std::to_string(s.chunks) + " chunks under a budget of " +
+             std::to_string(budget) + " bytes on " + s.device;
+  return std::nullopt;
 }
 
 std::string hostname() {
@@ -180,7 +250,7 @@ class json_sink {
 };
 
 std::optional<double> overlap_efficiency(const mode_result& r) {
-  if (!is_oa_mode(r.mode) || r.seconds <= 0) return std::nullopt;
+  if (!is_oa_mode(r.mode) || r.failure || r.seconds <= 0) return std::nullopt;
   const auto& t = r.total;
   return std::max({t.h2d_seconds, t.compute_seconds, t.d2h_seconds}) / r.seconds;
 }
@@ -190,13 +260,14 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
   const auto& t = r.total;
   const auto overlap = overlap_efficiency(r);
   auto or_null = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  if (r.failure) cpu_seconds.reset();
   return {{"workload", w.name},
           {"mode", r.mode},
           {"device", r.device},
           {"requested_device", is_oa_mode(r.mode) ? opt.device : std::string("cpu")},
           {"elements", opt.elements},
           {"data_bytes", w.data_bytes(opt.elements)},
-          {"device_memory_budget", budget},
+          {"device_memory_budget", r.budget ? r.budget : budget},
           {"peak_device_bytes", t.peak_device_bytes},
           {"chunks", t.chunks},
           {"streams", t.streams},
@@ -206,7 +277,8 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
           {"compute_seconds", t.compute_seconds},
           {"d2h_seconds", t.d2h_seconds},
           {"host_reruns", t.host_reruns},
-          {"seconds", r.seconds},
+          {"seconds", r.failure ? nlohmann::json(nullptr) : nlohmann::json(r.seconds)},
+          {"error", r.failure ? nlohmann::json(*r.failure) : nlohmann::json(nullptr)},
           {"max_rel_error", or_null(r.error)},
           {"overlap_efficiency", or_null(overlap)},
           {"speedup_vs_cpu",
@@ -224,6 +296,10 @@ void print_table(const std::vector<mode_result>& results, std::optional<double> 
   oa_bench::text_table table({"mode", "device", "seconds", "chunks", "streams", "moved", "peak device",
                               "overlap", "vs cpu", "max_rel_error"});
   for (const auto& r : results) {
+    if (r.failure) {
+      table.add_row({r.mode, r.device, "failed", "", "", "", "", "", "", "error (below)"});
+      continue;
+    }
     const bool oa_mode = is_oa_mode(r.mode);
     const auto& t = r.total;
     const auto overlap = overlap_efficiency(r);
@@ -239,17 +315,53 @@ void print_table(const std::vector<mode_result>& results, std::optional<double> 
                    error});
   }
   table.print(std::cout);
+  for (const auto& r : results)
+    if (r.failure) std::cout << r.mode << ": failed: " << *r.failure << '\n';
+}
+
+/// Runs mode whole's repeats into `r`. Its failures (a device that cannot
+/// hold the data, or will not take the budget) are the result, not an abort.
+void run_whole(const options& opt, const workload_spec& w, std::vector<array>& in, const std::vector<array>* ref,
+               std::size_t budget, bool host_device, mode_result& r) {
+  if (host_device) {
+    r.failure = "mode whole needs a device with its own memory (emulated or cuda): the host device plans "
+                "cache-sized chunks whatever the budget";
+    return;
+  }
+  try {
+    r.budget = whole_budget(opt, w, opt.elements, budget);
+    configure(opt, "whole", r.budget);
+    (void)oa::current_device();
+    (void)oa::host_device();
+    for (int rep = 1; rep <= opt.repeat; ++rep) {
+      std::cerr << "running " << w.name << ", mode whole, device " << opt.device << ", " << opt.elements
+                << " elements, budget " << r.budget << " bytes";
+      if (opt.repeat > 1) std::cerr << " (repeat " << rep << "/" << opt.repeat << ")";
+      std::cerr << std::endl;
+      oa::clear_reports();
+      const double s = run_oa_once(w, in, ref, r.error);
+      const auto stages = oa::reports();
+      r.failure = whole_chunking_failure(stages, r.budget);
+      if (r.failure) return;
+      if (s < r.seconds) {
+        r.seconds = s;
+        r.total = oa::total(stages);
+        if (!r.total.device.empty()) r.device = r.total.device;
+      }
+    }
+  } catch (const std::exception& e) {
+    r.failure = e.what();
+  }
 }
 
 /// Runs every mode of `opt` on one workload and prints its table. Returns
-/// false when a verified error exceeds the tolerance.
+/// false when a verified error exceeds the tolerance or mode whole failed.
 bool run_benchmark(const options& opt, json_sink* sink) {
   const workload_spec& w = oa_bench::find_workload(opt.workload);
   const std::size_t n = opt.elements;
 
-  // cpu first: its result is the reference of --verify.
   std::vector<std::string> modes;
-  for (const char* m : {"cpu", "sequential", "oa"})
+  for (const auto& m : all_modes())
     if (std::find(opt.modes.begin(), opt.modes.end(), m) != opt.modes.end()) modes.push_back(m);
   const bool any_oa = std::any_of(modes.begin(), modes.end(), is_oa_mode);
 
@@ -258,7 +370,7 @@ bool run_benchmark(const options& opt, json_sink* sink) {
   std::string device_name;
   bool host_device = false;
   if (any_oa) {
-    configure(opt, false);
+    configure(opt, "oa");
     budget = oa::current_device().memory_budget();
     device_name = oa::current_device().name();
     if (device_name != opt.device) device_name += " (" + opt.device + ")";
@@ -282,8 +394,14 @@ bool run_benchmark(const options& opt, json_sink* sink) {
     mode_result r;
     r.mode = mode;
     r.device = is_oa_mode(mode) ? opt.device : "cpu";
+    if (mode == "whole") {
+      run_whole(opt, w, in, opt.verify ? &ref : nullptr, budget, host_device, r);
+      results.push_back(std::move(r));
+      continue;
+    }
     if (is_oa_mode(mode)) {
-      configure(opt, mode == "sequential");
+      r.budget = budget;
+      configure(opt, mode);
       // Devices (and their threads) are made here, so that no run times their creation.
       (void)oa::current_device();
       (void)oa::host_device();
@@ -336,6 +454,11 @@ bool run_benchmark(const options& opt, json_sink* sink) {
   bool ok = true;
   for (const auto& r : results) {
     if (sink) sink->write(to_record(opt, w, r, budget, cpu_seconds));
+    if (r.failure) {
+      std::cerr << "oa-bench: " << w.name << ", mode " << r.mode << " failed: " << *r.failure << '\n';
+      ok = false;
+      continue;
+    }
     if (r.error && !(*r.error <= tolerance)) {
       std::cerr << "oa-bench: " << w.name << ", mode " << r.mode << ": max_rel_error "
                 << format("%.3e", *r.error) << " exceeds " << format("%.0e", tolerance)
@@ -419,14 +542,15 @@ CLI::Validator bytes_validator() {
 int main(int argc, char** argv) {
   options opt;
   CLI::App app{
-      "oa-bench: the paging workloads as plain Eigen (cpu) and through oa (oa, sequential), side by side.",
+      "oa-bench: the paging workloads as plain Eigen (cpu) and through oa (oa, sequential, whole), side by "
+      "side.",
       "oa-bench"};
   app.add_option("--workload", opt.workload, "workload to run")
       ->check(CLI::IsMember({"blackscholes", "haversine", "crime"}));
   app.add_option("--elements", opt.elements,
                  "elements per array: 16777216, 2^24, 16Mi (binary) or 16M (decimal)")
       ->transform(count_validator());
-  app.add_option("--device", opt.device, "device of modes oa and sequential (auto: the best this build has)")
+  app.add_option("--device", opt.device, "device of modes oa, sequential and whole (auto: the best this build has)")
       ->check(CLI::IsMember({"auto", "host", "emulated", "cuda"}))
       ->capture_default_str();
   app.add_option(
@@ -436,12 +560,13 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option(
          "--mode", opt.modes,
-         "comma-separated modes, run side by side in the order cpu, sequential, oa: cpu (plain Eigen), oa "
-         "(pipelined), sequential (same chunks, one stream, no overlap)")
+         "comma-separated modes, run side by side in the order cpu, sequential, whole, oa: cpu (plain Eigen), "
+         "oa (pipelined), sequential (same chunks, one stream, no overlap), whole (all at once: the budget "
+         "raised to hold all the data, one chunk copied in, computed, copied out)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"oa", "cpu", "sequential"}))
+      ->check(CLI::IsMember({"oa", "cpu", "sequential", "whole"}))
       ->capture_default_str();
-  app.add_option("--streams", opt.streams, "streams of mode oa; 0 = the device's default")
+  app.add_option("--streams", opt.streams, "streams of mode oa; 0 = the device's default (whole uses 1)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   app.add_option("--link-gbps", opt.link_gbps,
@@ -451,7 +576,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--seed", opt.seed, "seed of the random inputs (std::mt19937_64)")->capture_default_str();
   app.add_flag("--verify", opt.verify,
-               "compare every oa/sequential output with the cpu result; exit 1 past 1e-9");
+               "compare every oa/sequential/whole output with the cpu result; exit 1 past 1e-9");
   app.add_option("--json", opt.json, "append one JSON object per (run, mode) to FILE (JSON Lines)");
   app.add_option("--repeat", opt.repeat, "runs per mode; the fastest is reported")
       ->check(CLI::Range(1, 1000))
@@ -466,9 +591,11 @@ int main(int argc, char** argv) {
       "busy\n"
       "seconds) / seconds; vs cpu = cpu seconds / seconds; max_rel_error = max |x - ref| / max(|ref|, "
       "1e-300)\n"
-      "against the cpu result (crime: of the sum). Exit status: 0 ok, 1 a verified error above 1e-9, 2 a "
-      "run\n"
-      "that cannot be made (e.g. --device cuda in a build without CUDA), CLI11's codes for bad options.");
+      "against the cpu result (crime: of the sum). A whole run the device cannot hold at once is listed as "
+      "failed\n"
+      "with oa's message. Exit status: 0 ok, 1 a verified error above 1e-9 or a failed whole run, 2 a run "
+      "that\n"
+      "cannot be made (e.g. --device cuda in a build without CUDA), CLI11's codes for bad options.");
   CLI11_PARSE(app, argc, argv);
 
   if (!opt.demo && (opt.workload.empty() || opt.elements == 0))

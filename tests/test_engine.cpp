@@ -10,6 +10,7 @@
 
 #include <oa/annotations/eigen_array.hpp>
 
+#include "bodies.hpp"
 #include "support.hpp"
 #include "user_library/vecmath_oa.hpp"
 #include "workloads.hpp"
@@ -213,28 +214,14 @@ TEST_CASE("Haversine and the crime index: constant inputs give the published val
 }
 
 TEST_CASE("differential: host and emulated devices agree with plain Eigen on random inputs") {
-  const std::size_t n = 123457;  // not a multiple of anything
-  const ArrayXd price = oa_test::random_array(n, 10, 50, 11), strike = oa_test::random_array(n, 10, 50, 12),
-                t = oa_test::random_array(n, 0.1, 2, 13), rate = oa_test::random_array(n, 0.01, 0.05, 14),
-                vol = oa_test::random_array(n, 0.1, 0.5, 15);
-  ArrayXd call_ref, put_ref, hav_ref;
-  oa_workloads::blackscholes(price, strike, t, rate, vol, call_ref, put_ref);
-  const ArrayXd lat = price / 40.0, lon = strike / 40.0;
-  oa_workloads::haversine(lat, lon, hav_ref);
-  const double crime_ref = oa_workloads::crime_index((price * 2e4).eval(), (strike * 1e4).eval(), (t * 50).eval());
   for (const auto& cfg : devices()) {
     CAPTURE(cfg.device);
-    config_scope cs(cfg);
-    oa::lazy<ArrayXd> call, put, hav;
-    oa_workloads::blackscholes(oa::ref(price), oa::ref(strike), oa::ref(t), oa::ref(rate), oa::ref(vol), call, put);
-    oa_workloads::haversine(oa::ref(lat), oa::ref(lon), hav);
-    const ArrayXd tp = price * 2e4, ad = strike * 1e4, rb = t * 50;
-    auto crime = oa_workloads::crime_index(oa::ref(tp), oa::ref(ad), oa::ref(rb));
-    CHECK(oa_test::max_rel_error(call.get(), call_ref) <= 1e-12);
-    CHECK(oa_test::max_rel_error(put.get(), put_ref) <= 1e-12);
-    CHECK(oa_test::max_rel_error(hav.get(), hav_ref) <= 1e-12);
-    CHECK(crime.get() == doctest::Approx(crime_ref).epsilon(1e-12));
+    oa_test::workloads_match_eigen(cfg, 0.0);  // both run the CPU functions, on aligned chunks
+    oa_test::library_calls(cfg, 0.0);
   }
+  oa::config twins = oa_test::emulated_config(std::size_t{1} << 20);
+  twins.emulated_device_functions = true;
+  oa_test::workloads_match_eigen(twins, 1e-12);
 }
 
 TEST_CASE("differential: the device functions' host twins agree with the CPU functions") {

@@ -6,6 +6,7 @@
 
 #include <oa/annotations/eigen_array.hpp>
 
+#include "bodies.hpp"
 #include "support.hpp"
 #include "workloads.hpp"
 
@@ -104,4 +105,11 @@ TEST_CASE("pipelining: with a throttled link, copies overlap compute; sequential
   CHECK(sequential.seconds >= 1.25 * pipelined.seconds);
   // Copy time is what the link allows: bytes / (0.25 GB/s).
   CHECK(pipelined.h2d_seconds >= 0.95 * static_cast<double>(pipelined.h2d_bytes) / 0.25e9);
+}
+
+TEST_CASE("paging: the shared body on the emulated device, with CPU and with device functions") {
+  oa_test::paging_within_budget(oa_test::emulated_config(0), 0.0);
+  oa::config twins = oa_test::emulated_config(0);
+  twins.emulated_device_functions = true;
+  oa_test::paging_within_budget(twins, 1e-12);
 }

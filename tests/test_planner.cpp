@@ -84,8 +84,17 @@ void check_plan(const plan_case& c) {
   // Chunks tile the units, evenly.
   CHECK(p.chunks * p.chunk_units >= c.units);
   CHECK((p.chunks - 1) * p.chunk_units < c.units);
-  CHECK(p.chunk_units == ceil_div(c.units, p.chunks));
-  CHECK(c.units - (p.chunks - 1) * p.chunk_units + p.chunks > p.chunk_units);  // the last chunk is not much smaller
+  // Even chunks, large ones rounded up to a multiple of 64 units so that they
+  // start aligned: the last chunk is short by less than 64 units per chunk.
+  const size_t even = ceil_div(c.units, p.chunks);
+  if (p.chunks > 1 && even >= 128) {
+    CHECK(p.chunk_units % 64 == 0);
+    CHECK(p.chunk_units >= even);
+    CHECK(p.chunk_units < even + 64);
+  } else {
+    CHECK(p.chunk_units == even);
+    CHECK(c.units - (p.chunks - 1) * p.chunk_units + p.chunks > p.chunk_units);  // the last chunk is not much smaller
+  }
   // Streams: as many as fit one unit each, no more than chunks.
   CHECK(p.streams >= 1);
   CHECK(s == std::min(s_fit, p.chunks));
@@ -94,7 +103,8 @@ void check_plan(const plan_case& c) {
     CHECK(p.chunk_units * c.bytes_per_unit <= std::max(c.chunk_bytes, c.bytes_per_unit));
   // As few chunks as possible: one chunk fewer would break the budget or the cap.
   if (p.chunks > 1) {
-    const size_t bigger = ceil_div(c.units, p.chunks - 1);
+    size_t bigger = ceil_div(c.units, p.chunks - 1);
+    if (p.chunks - 1 > 1 && bigger >= 128) bigger = ceil_div(bigger, 64) * 64;
     const bool over_budget = bigger * c.bytes_per_unit * s_fit + c.fixed * s_fit > c.budget;
     const bool over_cap = c.chunk_bytes != 0 && c.bytes_per_unit != 0 && bigger * c.bytes_per_unit > c.chunk_bytes;
     CHECK((over_budget || over_cap));
@@ -136,7 +146,10 @@ TEST_CASE("plan_chunks: the documented values") {
     return oa::detail::plan_chunks(u, b, f, budget, s, cap, "stage");
   };
   chunk_plan p = plan(1000, 8, 0, 8000, 2, 0);
-  CHECK((p.chunk_units == 500 && p.chunks == 2 && p.streams == 2));
+  // 500 per chunk fits, but 512 (aligned) does not: three chunks of 384.
+  CHECK((p.chunk_units == 384 && p.chunks == 3 && p.streams == 2));
+  p = plan(1000, 8, 0, 8192, 2, 0);
+  CHECK((p.chunk_units == 512 && p.chunks == 2 && p.streams == 2));
   p = plan(10, 8, 0, 24, 4, 0);
   CHECK((p.chunk_units == 1 && p.chunks == 10 && p.streams == 3));
   p = plan(10, 1, 0, 4, 1, 0);

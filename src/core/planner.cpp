@@ -217,8 +217,20 @@ chunk_plan plan_chunks(std::size_t units, std::size_t bytes_per_unit, std::size_
                      " bytes cannot hold one unit (" + std::to_string(bytes_per_unit) + " bytes per unit plus " +
                      std::to_string(fixed_bytes_per_slot) + " fixed bytes, even on one stream)");
   cu = std::min(cu, units);
-  const std::size_t chunks = (units + cu - 1) / cu;
-  plan.chunk_units = (units + chunks - 1) / chunks;  // even chunks: no small tail
+  // As few chunks as fit, as even as possible; when chunks are large, their
+  // starts fall on multiples of `align` units, so vectorized CPU code sees the
+  // same alignment (and gives the same bits) as over the whole array, and
+  // copies start aligned. An aligned size that no longer fits takes one
+  // chunk more.
+  constexpr std::size_t align = 64;
+  for (std::size_t chunks = (units + cu - 1) / cu;; ++chunks) {
+    std::size_t even = (units + chunks - 1) / chunks;
+    if (chunks > 1 && even >= 2 * align) even = (even + align - 1) / align * align;
+    if (even <= cu) {
+      plan.chunk_units = even;
+      break;
+    }
+  }
   plan.chunks = (units + plan.chunk_units - 1) / plan.chunk_units;
   plan.streams = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(s), plan.chunks));
   return plan;

@@ -11,6 +11,10 @@
 #include "oa/core/error.hpp"
 #include "oa/core/lazy.hpp"
 
+#if defined(OA_HAS_CUDA)
+#include "oa/cuda/device.hpp"
+#endif
+
 namespace oa {
 
 namespace {
@@ -49,11 +53,40 @@ const config& config_locked(runtime_state& s) {
   return s.cfg;
 }
 
-std::unique_ptr<device> make_device(const config& c) {
-  if (c.device == "host" || c.device == "auto") {
-    // This build has no CUDA device: auto means the host device.
+std::unique_ptr<device> make_cuda(const config& c) {
+#if defined(OA_HAS_CUDA)
+  cuda::options o;
+  o.memory_budget = c.device_memory;
+  return cuda::make_device(o);
+#else
+  (void)c;
+  throw config_error(
+      "oa: device 'cuda' (OA_DEVICE or the configuration): this build of oa has no CUDA device (built without the "
+      "CUDA toolkit), so no GPU can be used; use device 'auto' or 'host' (the CPU), or 'emulated'");
+#endif
+}
+
+/// Whether a GPU can be used, and why not.
+bool gpu_usable(std::string& why) {
+#if defined(OA_HAS_CUDA)
+  return cuda::usable_devices(&why) > 0;
+#else
+  why = "built without the CUDA toolkit";
+  return false;
+#endif
+}
+
+std::unique_ptr<device> make_device(const config& c, std::string& note) {
+  if (c.device == "auto") {
+    std::string why;
+    if (gpu_usable(why)) {
+      note = " (auto: a usable GPU)";
+      return make_cuda(c);
+    }
+    note = " (auto: no usable GPU: " + why + ")";
     return make_host_device({});
   }
+  if (c.device == "host") return make_host_device({});
   if (c.device == "emulated") {
     emulated_options o;
     if (c.device_memory) o.memory_budget = c.device_memory;
@@ -63,10 +96,7 @@ std::unique_ptr<device> make_device(const config& c) {
     o.run_device_functions = c.emulated_device_functions;
     return make_emulated_device(o);
   }
-  if (c.device == "cuda")
-    throw config_error(
-        "oa: device 'cuda' (OA_DEVICE or the configuration): this build of oa has no CUDA device, so no GPU "
-        "can be used; use device 'auto' or 'host' (the CPU), or 'emulated'");
+  if (c.device == "cuda") return make_cuda(c);
   throw config_error("oa: OA_DEVICE: unknown device '" + c.device + "' (use auto, host, emulated or cuda)");
 }
 
@@ -78,10 +108,10 @@ device& host_locked(runtime_state& s) {
 device& device_locked(runtime_state& s) {
   if (!s.main_device) {
     const config& c = config_locked(s);
-    s.main_device = make_device(c);
+    std::string note;
+    s.main_device = make_device(c, note);
     if (c.verbose && !s.announced) {
-      std::fprintf(stderr, "oa: device: %s%s\n", s.main_device->name().c_str(),
-                   c.device == "auto" ? " (auto: no CUDA device in this build)" : "");
+      std::fprintf(stderr, "oa: device: %s%s\n", s.main_device->name().c_str(), note.c_str());
       s.announced = true;
     }
   }

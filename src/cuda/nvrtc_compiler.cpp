@@ -34,7 +34,7 @@ std::vector<std::string> kernel_include_dirs() {
   return split_dirs(OA_CUDA_INCLUDE_DIRS);
 }
 
-compiled_kernel compile(const detail::kernel_source& k, int major, int minor) {
+compiled_kernel compile(const oa::detail::kernel_source& k, int major, int minor) {
   nvrtcProgram prog = nullptr;
   check(nvrtcCreateProgram(&prog, k.code.c_str(), (k.name + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
   std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> guard(&prog, [](nvrtcProgram* p) { nvrtcDestroyProgram(p); });

@@ -17,7 +17,7 @@ struct compiled_kernel {
 
 /// Compiles `k` for compute capability `major.minor` (e.g. 9.0) to CUBIN.
 /// Throws oa::error with the compiler's log when the source does not compile.
-compiled_kernel compile(const detail::kernel_source& k, int major, int minor);
+compiled_kernel compile(const oa::detail::kernel_source& k, int major, int minor);
 
 /// Include directories for generated kernels (CCCL for CUB): OA_CUDA_INCLUDE
 /// (colon-separated) if set, else the toolkit's directories found at build time.

@@ -1,0 +1,37 @@
+#pragma once
+// The CUDA device: the engine's stages on a GPU. Device memory from a
+// stream-ordered pool kept under the budget, pageable host data staged
+// through pinned buffers filled and drained by host threads, one CUDA stream
+// per pipeline slot, fused stage kernels compiled with NVRTC and cached.
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include "oa/core/device.hpp"
+
+namespace oa::cuda {
+
+struct options {
+  int ordinal = 0;                              // which GPU
+  std::size_t memory_budget = 0;                // 0: 80% of the free memory at start
+  std::size_t staging_bytes = std::size_t{32} << 20;  // pinned staging buffer per stream
+  int copy_threads = 0;                         // host threads filling/draining staging; 0: up to 8
+};
+
+/// GPUs this process can use; 0 when there is no driver, no device or any
+/// error (the reason goes to `why` when given). Never throws.
+int usable_devices(std::string* why = nullptr);
+
+/// Throws oa::config_error naming the reason when no GPU can be used.
+std::unique_ptr<device> make_device(const options& opt);
+
+/// The cuBLAS handle bound to a stream of a CUDA device (created on first use).
+cublasHandle_t blas_handle(device& dev, stream_id s);
+/// The CUDA stream behind a stream id of a CUDA device.
+cudaStream_t native_stream(device& dev, stream_id s);
+
+}  // namespace oa::cuda

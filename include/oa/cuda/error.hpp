@@ -1,0 +1,47 @@
+#pragma once
+// Checked CUDA and cuBLAS calls: every failure names the call site, the call,
+// and the error's name and message.
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+
+#include "oa/core/error.hpp"
+
+namespace oa::cuda {
+
+/// A CUDA or cuBLAS call that failed.
+class cuda_error : public device_fault {
+ public:
+  cuda_error(const std::string& what, int code) : device_fault(what), code_(code) {}
+  int code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+namespace detail {
+[[noreturn]] void throw_cuda(cudaError_t e, const char* call, const char* file, int line);
+[[noreturn]] void throw_cublas(cublasStatus_t s, const char* call, const char* file, int line);
+std::string describe(cudaError_t e);
+}  // namespace detail
+
+}  // namespace oa::cuda
+
+#define OA_CUDA_TRY(call)                                                             \
+  do {                                                                                \
+    const cudaError_t oa_cuda_status_ = (call);                                       \
+    if (oa_cuda_status_ != cudaSuccess)                                               \
+      ::oa::cuda::detail::throw_cuda(oa_cuda_status_, #call, __FILE__, __LINE__);     \
+  } while (false)
+
+/// For destructors: reports nothing, throws nothing.
+#define OA_CUDA_TRY_NOTHROW(call) static_cast<void>(call)
+
+#define OA_CUBLAS_TRY(call)                                                           \
+  do {                                                                                \
+    const cublasStatus_t oa_cublas_status_ = (call);                                  \
+    if (oa_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                   \
+      ::oa::cuda::detail::throw_cublas(oa_cublas_status_, #call, __FILE__, __LINE__); \
+  } while (false)

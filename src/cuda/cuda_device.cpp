@@ -1,0 +1,484 @@
+// The CUDA device. Stream-ordered like every oa device; what is particular:
+// - memory comes from the GPU's stream-ordered pool, kept (release threshold
+//   at its maximum) so chunks and evaluations reuse it, under the budget;
+// - the user's pageable data moves through a pinned staging buffer per
+//   stream: host functions on the stream fill it before the DMA (copy in) and
+//   drain it after (copy out), with host threads copying in parallel; memory
+//   that is already pinned or registered is copied directly;
+// - launches are the stage kernels the engine generates, compiled once per
+//   source with NVRTC for this GPU and cached;
+// - NVTX ranges name every submission, CUDA events time every operation.
+
+#include "oa/cuda/device.hpp"
+
+#include <nvtx3/nvToolsExt.h>
+#include <nvtx3/nvToolsExtCudaRt.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "cuda/copy_pool.hpp"
+#include "cuda/nvrtc_compiler.hpp"
+#include "oa/cuda/error.hpp"
+
+namespace oa::cuda {
+
+namespace detail {
+
+std::string describe(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
+}
+
+void throw_cuda(cudaError_t e, const char* call, const char* file, int line) {
+  (void)cudaGetLastError();  // clear a non-sticky error so later calls do not report it again
+  throw cuda_error(std::string("oa: ") + file + ":" + std::to_string(line) + ": " + call + " failed: " + describe(e),
+                   static_cast<int>(e));
+}
+
+void throw_cublas(cublasStatus_t s, const char* call, const char* file, int line) {
+  throw cuda_error(std::string("oa: ") + file + ":" + std::to_string(line) + ": " + call +
+                       " failed: " + cublasGetStatusName(s) + ": " + cublasGetStatusString(s),
+                   static_cast<int>(s));
+}
+
+namespace {
+
+class nvtx_range {
+ public:
+  explicit nvtx_range(const char* name) { nvtxRangePushA(name); }
+  ~nvtx_range() { nvtxRangePop(); }
+};
+
+struct cuda_event final : event_state {
+  cudaEvent_t e = nullptr;
+  ~cuda_event() override { OA_CUDA_TRY_NOTHROW(cudaEventDestroy(e)); }
+};
+
+struct stream_state {
+  cudaStream_t stream = nullptr;
+  std::byte* pinned = nullptr;
+  cublasHandle_t blas = nullptr;
+  bool in_use = false;
+};
+
+struct timed_op {
+  phase what;
+  int stream;
+  cudaEvent_t begin, end;
+  std::size_t bytes;
+  std::string label;
+};
+
+/// A host function's work: copy between pinned staging and user memory.
+struct staging_task {
+  copy_pool* pool;
+  region dst, src;
+  static void CUDART_CB run(void* p) {
+    auto* t = static_cast<staging_task*>(p);
+    t->pool->copy(t->dst, t->src);
+    delete t;
+  }
+};
+
+class cuda_device final : public device {
+ public:
+  explicit cuda_device(const options& opt)
+      : opt_(opt),
+        pool_(opt.copy_threads > 0 ? opt.copy_threads
+                                   : static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u))),
+        epoch_host_(std::chrono::steady_clock::now()) {
+    OA_CUDA_TRY(cudaSetDevice(opt.ordinal));
+    OA_CUDA_TRY(cudaGetDeviceProperties(&props_, opt.ordinal));
+    std::size_t free = 0, total = 0;
+    OA_CUDA_TRY(cudaMemGetInfo(&free, &total));
+    budget_ = opt.memory_budget ? opt.memory_budget : free / 10 * 8;
+    OA_CUDA_TRY(cudaDeviceGetDefaultMemPool(&mem_pool_, opt.ordinal));
+    std::uint64_t keep = UINT64_MAX;  // never give pool memory back between evaluations
+    OA_CUDA_TRY(cudaMemPoolSetAttribute(mem_pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+    OA_CUDA_TRY(cudaStreamCreateWithFlags(&alloc_stream_, cudaStreamNonBlocking));
+    OA_CUDA_TRY(cudaEventCreate(&epoch_));
+    OA_CUDA_TRY(cudaEventRecord(epoch_, alloc_stream_));
+    OA_CUDA_TRY(cudaEventSynchronize(epoch_));
+  }
+
+  ~cuda_device() override {
+    OA_CUDA_TRY_NOTHROW(cudaDeviceSynchronize());
+    for (auto& op : ops_) release(op);
+    for (auto& [p, bytes] : allocations_) OA_CUDA_TRY_NOTHROW(cudaFreeAsync(p, alloc_stream_));
+    for (auto& s : streams_) {
+      if (s.blas) cublasDestroy(s.blas);
+      OA_CUDA_TRY_NOTHROW(cudaFreeHost(s.pinned));
+      OA_CUDA_TRY_NOTHROW(cudaStreamDestroy(s.stream));
+    }
+    for (auto& [name, lib] : libraries_) OA_CUDA_TRY_NOTHROW(cudaLibraryUnload(lib));
+    OA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(alloc_stream_));
+    OA_CUDA_TRY_NOTHROW(cudaStreamDestroy(alloc_stream_));
+    OA_CUDA_TRY_NOTHROW(cudaEventDestroy(epoch_));
+  }
+
+  device_kind kind() const noexcept override { return device_kind::cuda; }
+  std::string name() const override { return std::string("cuda (") + props_.name + ")"; }
+  bool host_accessible() const noexcept override { return false; }
+  int preferred_streams() const noexcept override { return 4; }
+  bool compiles_kernels() const noexcept override { return true; }
+
+  // ---- memory ---------------------------------------------------------------
+  std::size_t memory_budget() const noexcept override { return budget_; }
+  std::size_t bytes_in_use() const noexcept override {
+    std::lock_guard lock(mutex_);
+    return in_use_;
+  }
+  std::size_t peak_bytes() const noexcept override {
+    std::lock_guard lock(mutex_);
+    return peak_;
+  }
+  void reset_peak() noexcept override {
+    std::lock_guard lock(mutex_);
+    peak_ = in_use_;
+  }
+
+  void* allocate(std::size_t bytes) override {
+    std::lock_guard lock(mutex_);
+    if (in_use_ + bytes > budget_) throw device_out_of_memory(name(), bytes, in_use_, budget_);
+    void* p = nullptr;
+    const cudaError_t e = cudaMallocFromPoolAsync(&p, std::max<std::size_t>(bytes, 1), mem_pool_, alloc_stream_);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw device_out_of_memory(name(), bytes, in_use_, budget_);
+    }
+    OA_CUDA_TRY(e);
+    OA_CUDA_TRY(cudaStreamSynchronize(alloc_stream_));  // usable from every stream from now on
+    allocations_.emplace(p, bytes);
+    in_use_ += bytes;
+    peak_ = std::max(peak_, in_use_);
+    return p;
+  }
+
+  void deallocate(void* p, std::size_t) noexcept override {
+    std::lock_guard lock(mutex_);
+    auto it = allocations_.find(p);
+    if (it == allocations_.end()) return;
+    // The engine frees only after the work using it is done.
+    OA_CUDA_TRY_NOTHROW(cudaFreeAsync(p, alloc_stream_));
+    in_use_ -= it->second;
+    allocations_.erase(it);
+  }
+
+  // ---- streams ----------------------------------------------------------------
+  stream_id create_stream() override {
+    std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < streams_.size(); ++i)
+      if (!streams_[i].in_use) {
+        streams_[i].in_use = true;
+        return static_cast<stream_id>(i);
+      }
+    stream_state s;
+    OA_CUDA_TRY(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+    void* pinned = nullptr;
+    const cudaError_t e = cudaHostAlloc(&pinned, opt_.staging_bytes, cudaHostAllocDefault);
+    s.pinned = static_cast<std::byte*>(pinned);
+    if (e != cudaSuccess) {
+      OA_CUDA_TRY_NOTHROW(cudaStreamDestroy(s.stream));
+      OA_CUDA_TRY(e);
+    }
+    s.in_use = true;
+    streams_.push_back(s);
+    const std::string label = "oa stream " + std::to_string(streams_.size() - 1);
+    nvtxNameCudaStreamA(s.stream, label.c_str());
+    return static_cast<stream_id>(streams_.size() - 1);
+  }
+
+  void destroy_stream(stream_id s) noexcept override {
+    std::lock_guard lock(mutex_);
+    if (s < 0 || static_cast<std::size_t>(s) >= streams_.size()) return;
+    OA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(streams_[static_cast<std::size_t>(s)].stream));
+    streams_[static_cast<std::size_t>(s)].in_use = false;  // kept, with its staging buffer, for the next stage
+  }
+
+  cudaStream_t native(stream_id s, const char* fn) const {
+    std::lock_guard lock(mutex_);
+    if (s < 0 || static_cast<std::size_t>(s) >= streams_.size() || !streams_[static_cast<std::size_t>(s)].in_use)
+      throw invalid_argument(std::string("cuda_device::") + fn, "stream", "unknown stream " + std::to_string(s));
+    return streams_[static_cast<std::size_t>(s)].stream;
+  }
+
+  cublasHandle_t blas(stream_id s) {
+    const cudaStream_t cs = native(s, "blas_handle");
+    std::lock_guard lock(mutex_);
+    auto& st = streams_[static_cast<std::size_t>(s)];
+    if (!st.blas) {
+      OA_CUBLAS_TRY(cublasCreate(&st.blas));
+      OA_CUBLAS_TRY(cublasSetStream(st.blas, cs));
+    }
+    return st.blas;
+  }
+
+  // ---- copies -------------------------------------------------------------------
+  void copy_to_device_async(const region& dst, const region& src, stream_id s) override {
+    check_shapes("copy_to_device_async", dst, src);
+    const cudaStream_t cs = native(s, "copy_to_device_async");
+    nvtx_range range("oa h2d");
+    timed(phase::h2d, s, cs, src.bytes(), {}, [&] {
+      if (pinned(src.data)) return dma(dst, src, cudaMemcpyHostToDevice, cs);
+      std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
+      for_each_piece(dst, src, [&](const region& d, const region& h) {
+        const region packed = h.packed_at(staging);
+        OA_CUDA_TRY(cudaLaunchHostFunc(cs, &staging_task::run, new staging_task{&pool_, packed, h}));
+        dma(d, packed, cudaMemcpyHostToDevice, cs);
+      });
+    });
+  }
+
+  void copy_to_host_async(const region& dst, const region& src, stream_id s) override {
+    check_shapes("copy_to_host_async", dst, src);
+    const cudaStream_t cs = native(s, "copy_to_host_async");
+    nvtx_range range("oa d2h");
+    timed(phase::d2h, s, cs, src.bytes(), {}, [&] {
+      if (pinned(dst.data)) return dma(dst, src, cudaMemcpyDeviceToHost, cs);
+      std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
+      for_each_piece(src, dst, [&](const region& d, const region& h) {
+        const region packed = h.packed_at(staging);
+        dma(packed, d, cudaMemcpyDeviceToHost, cs);
+        OA_CUDA_TRY(cudaLaunchHostFunc(cs, &staging_task::run, new staging_task{&pool_, h, packed}));
+      });
+    });
+  }
+
+  // ---- launches ------------------------------------------------------------------
+  void launch_async(launch k, stream_id s) override {
+    if (!k.kernel)
+      throw invalid_argument("cuda_device::launch_async", "k",
+                             "the CUDA device runs generated stage kernels; '" + k.name + "' has none");
+    const cudaStream_t cs = native(s, "launch_async");
+    const cudaKernel_t fn = kernel(*k.kernel);
+    nvtx_range range(k.name.c_str());
+    std::vector<void*> args;
+    std::vector<std::uint64_t> values = k.kernel->args;  // launch copies the values; keep them alive until then
+    for (auto& v : values) args.push_back(&v);
+    timed(phase::compute, s, cs, 0, k.name, [&] {
+      OA_CUDA_TRY(cudaLaunchKernel(reinterpret_cast<const void*>(fn), dim3(k.kernel->grid), dim3(k.kernel->block),
+                                   args.data(), 0, cs));
+      OA_CUDA_TRY(cudaPeekAtLastError());
+    });
+  }
+
+  // ---- events and synchronisation ------------------------------------------------
+  event record_event(stream_id s) override {
+    const cudaStream_t cs = native(s, "record_event");
+    auto e = std::make_shared<cuda_event>();
+    OA_CUDA_TRY(cudaEventCreateWithFlags(&e->e, cudaEventDisableTiming));
+    OA_CUDA_TRY(cudaEventRecord(e->e, cs));
+    return e;
+  }
+
+  void wait_event(stream_id s, const event& e) override {
+    const cudaStream_t cs = native(s, "wait_event");
+    OA_CUDA_TRY(cudaStreamWaitEvent(cs, as_cuda(e, "wait_event")->e, 0));
+  }
+
+  std::exception_ptr synchronize_event(const event& e) override {
+    const cudaError_t r = cudaEventSynchronize(as_cuda(e, "synchronize_event")->e);
+    if (r == cudaSuccess) return nullptr;
+    try {
+      throw_cuda(r, "cudaEventSynchronize", __FILE__, __LINE__);
+    } catch (...) {
+      return std::current_exception();
+    }
+  }
+
+  void synchronize(stream_id s) override { OA_CUDA_TRY(cudaStreamSynchronize(native(s, "synchronize"))); }
+
+  void wait_idle() override {
+    std::vector<cudaStream_t> all;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& st : streams_) all.push_back(st.stream);
+    }
+    for (cudaStream_t cs : all) OA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(cs));
+  }
+
+  // ---- timeline ----------------------------------------------------------------------
+  void set_recording(bool on) override {
+    std::lock_guard lock(mutex_);
+    recording_ = on;
+  }
+
+  std::vector<op_record> take_records() override {
+    std::vector<timed_op> ops;
+    {
+      std::lock_guard lock(mutex_);
+      ops.swap(ops_);
+    }
+    std::vector<op_record> out;
+    for (auto& op : ops) {
+      float b = 0, e = 0;
+      if (cudaEventSynchronize(op.end) == cudaSuccess && cudaEventElapsedTime(&b, epoch_, op.begin) == cudaSuccess &&
+          cudaEventElapsedTime(&e, epoch_, op.end) == cudaSuccess)
+        out.push_back({op.what, op.stream, b / 1e3, e / 1e3, op.bytes, op.label});
+      release(op);
+    }
+    (void)cudaGetLastError();
+    return out;
+  }
+
+  double now() const override {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_host_).count();
+  }
+
+ private:
+  static void check_shapes(const char* fn, const region& dst, const region& src) {
+    if (dst.width != src.width || dst.rows != src.rows)
+      throw invalid_argument(std::string("cuda_device::") + fn, "src",
+                             "region of " + std::to_string(src.rows) + " x " + std::to_string(src.width) +
+                                 " bytes copied to one of " + std::to_string(dst.rows) + " x " + std::to_string(dst.width));
+  }
+
+  static bool pinned(const void* p) {
+    cudaPointerAttributes a{};
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return a.type == cudaMemoryTypeHost;
+  }
+
+  static void dma(const region& dst, const region& src, cudaMemcpyKind kind, cudaStream_t cs) {
+    if (dst.contiguous() && src.contiguous())
+      OA_CUDA_TRY(cudaMemcpyAsync(dst.data, src.data, src.bytes(), kind, cs));
+    else
+      OA_CUDA_TRY(cudaMemcpy2DAsync(dst.data, dst.pitch, src.data, src.pitch, src.width, src.rows, kind, cs));
+  }
+
+  // Cuts a copy between a device region and a host region into pieces that
+  // fit the staging buffer: whole rows when they fit, else parts of a row.
+  template <class F>
+  void for_each_piece(const region& dev_side, const region& host_side, F&& f) const {
+    const std::size_t cap = opt_.staging_bytes;
+    const std::size_t w = host_side.width;
+    if (w == 0 || host_side.rows == 0) return;
+    if (w <= cap) {
+      const std::size_t per = std::max<std::size_t>(cap / w, 1);
+      for (std::size_t r0 = 0; r0 < host_side.rows; r0 += per) {
+        const std::size_t n = std::min(per, host_side.rows - r0);
+        f(region{dev_side.data + r0 * dev_side.pitch, w, n, dev_side.pitch},
+          region{host_side.data + r0 * host_side.pitch, w, n, host_side.pitch});
+      }
+      return;
+    }
+    for (std::size_t r = 0; r < host_side.rows; ++r)
+      for (std::size_t b = 0; b < w; b += cap) {
+        const std::size_t n = std::min(cap, w - b);
+        f(region{dev_side.data + r * dev_side.pitch + b, n, 1, n}, region{host_side.data + r * host_side.pitch + b, n, 1, n});
+      }
+  }
+
+  // Submits `work` on the stream, bracketed by timing events when recording.
+  template <class F>
+  void timed(phase what, stream_id s, cudaStream_t cs, std::size_t bytes, std::string label, F&& work) {
+    bool rec;
+    {
+      std::lock_guard lock(mutex_);
+      rec = recording_;
+    }
+    if (!rec) return work();
+    timed_op op{what, s, nullptr, nullptr, bytes, std::move(label)};
+    OA_CUDA_TRY(cudaEventCreate(&op.begin));
+    OA_CUDA_TRY(cudaEventCreate(&op.end));
+    OA_CUDA_TRY(cudaEventRecord(op.begin, cs));
+    work();
+    OA_CUDA_TRY(cudaEventRecord(op.end, cs));
+    std::lock_guard lock(mutex_);
+    ops_.push_back(std::move(op));
+  }
+
+  static void release(timed_op& op) noexcept {
+    OA_CUDA_TRY_NOTHROW(cudaEventDestroy(op.begin));
+    OA_CUDA_TRY_NOTHROW(cudaEventDestroy(op.end));
+  }
+
+  static cuda_event* as_cuda(const event& e, const char* fn) {
+    auto* c = dynamic_cast<cuda_event*>(e.get());
+    if (!c) throw invalid_argument(std::string("cuda_device::") + fn, "e", "not an event of a CUDA device");
+    return c;
+  }
+
+  // The compiled kernel for a generated source, compiled on first use.
+  cudaKernel_t kernel(const generated_kernel& k) {
+    std::lock_guard lock(compile_mutex_);
+    if (auto it = kernels_.find(k.name); it != kernels_.end()) return it->second;
+    oa::detail::kernel_source src;
+    src.name = k.name;
+    src.code = *k.source;
+    const compiled_kernel c = compile(src, props_.major, props_.minor);
+    cudaLibrary_t lib = nullptr;
+    OA_CUDA_TRY(cudaLibraryLoadData(&lib, c.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    cudaKernel_t fn = nullptr;
+    OA_CUDA_TRY(cudaLibraryGetKernel(&fn, lib, k.name.c_str()));
+    libraries_.emplace(k.name, lib);
+    kernels_.emplace(k.name, fn);
+    return fn;
+  }
+
+  const options opt_;
+  cudaDeviceProp props_{};
+  std::size_t budget_ = 0;
+  cudaMemPool_t mem_pool_ = nullptr;
+  cudaStream_t alloc_stream_ = nullptr;
+  cudaEvent_t epoch_ = nullptr;
+  detail::copy_pool pool_;
+  std::chrono::steady_clock::time_point epoch_host_;
+
+  mutable std::mutex mutex_;
+  std::unordered_map<void*, std::size_t> allocations_;
+  std::size_t in_use_ = 0, peak_ = 0;
+  std::vector<stream_state> streams_;
+  bool recording_ = false;
+  std::vector<timed_op> ops_;
+
+  std::mutex compile_mutex_;
+  std::map<std::string, cudaLibrary_t> libraries_;
+  std::map<std::string, cudaKernel_t> kernels_;
+};
+
+cuda_device& as_cuda_device(device& dev, const char* fn) {
+  auto* c = dynamic_cast<cuda_device*>(&dev);
+  if (!c) throw invalid_argument(std::string("oa::cuda::") + fn, "dev", "not a CUDA device");
+  return *c;
+}
+
+}  // namespace
+}  // namespace detail
+
+int usable_devices(std::string* why) {
+  int n = 0;  // left untouched by cudaGetDeviceCount when there is no driver
+  const cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    if (why) *why = detail::describe(e);
+    (void)cudaGetLastError();
+    return 0;
+  }
+  if (n <= 0 && why) *why = "no CUDA device";
+  return std::max(n, 0);
+}
+
+std::unique_ptr<device> make_device(const options& opt) {
+  std::string why;
+  const int n = usable_devices(&why);
+  if (n == 0) throw config_error("oa: device 'cuda': no usable GPU (" + why + ")");
+  if (opt.ordinal < 0 || opt.ordinal >= n)
+    throw config_error("oa: device 'cuda': GPU " + std::to_string(opt.ordinal) + " does not exist (" + std::to_string(n) +
+                       " usable)");
+  return std::make_unique<detail::cuda_device>(opt);
+}
+
+cublasHandle_t blas_handle(device& dev, stream_id s) { return detail::as_cuda_device(dev, "blas_handle").blas(s); }
+
+cudaStream_t native_stream(device& dev, stream_id s) {
+  return detail::as_cuda_device(dev, "native_stream").native(s, "native_stream");
+}
+
+}  // namespace oa::cuda
