@@ -84,7 +84,7 @@ for (workload, elements), modes in sorted(runs.items()):
             h2d = "%.2f" % gbps
             if peak:
                 share = "%.0f%%" % (100 * gbps / peak)
-    rows.append([workload, str(elements), "%gx" % (any_rec["data_bytes"] / budget), secs(modes.get("cpu")),
+    rows.append([workload, str(elements), "%.3gx" % (any_rec["data_bytes"] / budget), secs(modes.get("cpu")),
                  secs(modes.get("sequential")), secs(modes.get("whole")), secs(oa), overlap,
                  ratio(oa, modes.get("cpu")), ratio(oa, modes.get("sequential")), h2d, share])
 
@@ -156,7 +156,11 @@ step() {
   shift
   echo
   echo "== $name"
-  echo "\$ $*"
+  if [[ "$1" == logged ]]; then
+    echo "\$ ${*:3}    (output also in $2)"
+  else
+    echo "\$ $*"
+  fi
   "$@" || rc=$?
   if ((rc != 0)); then
     echo "gpu_check: FAILED (exit $rc): $name"
@@ -231,12 +235,13 @@ if needs "$build/bench/oa-bench" "oa-bench"; then
     for fraction in 1/4 1/2 1/1 2/1 4/1 8/1; do
       num=${fraction%/*} den=${fraction#*/}
       n=$((num * budget / (den * bytes_per_element[$workload])))
+      size="data ${fraction%/1}x budget, $n elements"
       common=(--workload "$workload" --elements "$n" --device cuda --device-memory "$budget_text" --verify
               --repeat "$bench_repeat" --json "$dir/bench.jsonl")
-      step "oa-bench $workload, data $fraction x budget ($n elements)" \
+      step "oa-bench $workload ($size)" \
         "$build/bench/oa-bench" "${common[@]}" --mode cpu,sequential,oa
       if ((num < den)); then
-        step "oa-bench $workload whole, data $fraction x budget ($n elements)" \
+        step "oa-bench $workload whole ($size)" \
           "$build/bench/oa-bench" "${common[@]}" --mode whole
       fi
     done
