@@ -35,7 +35,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 const char* const all_variables[] = {
     "OA_CONFIG",         "OA_DEVICE",     "OA_DEVICE_MEMORY", "OA_STREAMS",   "OA_CHUNK_BYTES",
     "OA_HOST_THRESHOLD", "OA_REPORT",     "OA_TRACE",         "OA_LINK_GBPS", "OA_FAIL_LAUNCH",
-    "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE", "OA_EMULATED_DEVICE_FUNCTIONS",
+    "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE", "OA_EMULATED_DEVICE_FUNCTIONS", "OA_CUDA_STAGING",
 };
 
 /// Clears every OA_ variable for one test and puts the caller's values back
@@ -409,4 +409,17 @@ TEST_CASE("scoped_environment hides and then restores the caller's variables") {
   CHECK(std::string(std::getenv("OA_STREAMS")) == "5");
   CHECK(std::getenv("OA_DEVICE") == nullptr);
   ::unsetenv("OA_STREAMS");
+}
+
+TEST_CASE("OA_CUDA_STAGING: register or pinned") {
+  scoped_environment env;
+  CHECK(oa::config::from_environment().cuda_staging == "register");
+  setenv("OA_CUDA_STAGING", "Pinned", 1);
+  CHECK(oa::config::from_environment().cuda_staging == "pinned");
+  setenv("OA_CUDA_STAGING", "mapped", 1);
+  CHECK_THROWS_WITH_AS(oa::config::from_environment(), doctest::Contains("OA_CUDA_STAGING"), oa::config_error);
+  oa::config c;
+  CHECK_THROWS_AS(c.merge_json(R"({"cuda_staging": "x"})", "file.json"), oa::config_error);
+  c.merge_json(R"({"cuda_staging": "pinned"})", "file.json");
+  CHECK(c.cuda_staging == "pinned");
 }

@@ -100,6 +100,12 @@ std::string check_device(const std::string& name, const std::string& what) {
   return name;
 }
 
+std::string check_cuda_staging(const std::string& name, const std::string& what) {
+  if (name != "register" && name != "pinned")
+    fail(what, "unknown staging '" + name + "' (use register or pinned)");
+  return name;
+}
+
 // --- environment values ---------------------------------------------------------
 
 bool env_bool(const std::string& text, const char* var) {
@@ -265,6 +271,8 @@ void config::merge_json(const std::string& json_text, const std::string& origin)
       next.sequential = json_bool(value, what);
     } else if (key == "emulated_device_functions") {
       next.emulated_device_functions = json_bool(value, what);
+    } else if (key == "cuda_staging") {
+      next.cuda_staging = check_cuda_staging(json_string(value, what), what);
     } else if (key == "progress") {
       // true/false, or -1 for "when stderr is a terminal" (the default).
       if (value.is_boolean()) {
@@ -301,6 +309,7 @@ config config::from_environment() {
     c.fail_launch = parse_unsigned(v, "OA_FAIL_LAUNCH", "a launch count");
   if (const char* v = env("OA_FAIL_COPY")) c.fail_copy = parse_unsigned(v, "OA_FAIL_COPY", "a copy count");
   if (const char* v = env("OA_SEQUENTIAL")) c.sequential = env_bool(v, "OA_SEQUENTIAL");
+  if (const char* v = env("OA_CUDA_STAGING")) c.cuda_staging = check_cuda_staging(lower(trim(v)), "OA_CUDA_STAGING");
   if (const char* v = env("OA_EMULATED_DEVICE_FUNCTIONS"))
     c.emulated_device_functions = env_bool(v, "OA_EMULATED_DEVICE_FUNCTIONS");
   if (const char* v = env("OA_PROGRESS")) c.progress = env_bool(v, "OA_PROGRESS") ? 1 : 0;

@@ -57,16 +57,28 @@ struct slots_guard {
   device& dev;
   std::vector<slot> slots;
   ~slots_guard() {
+    // Work still queued (an exception left the loop) must finish before its
+    // memory goes back to the device.
     for (auto& s : slots) {
-      s.release();
-      if (s.stream >= 0) {
-        try {
-          dev.synchronize(s.stream);
-        } catch (...) {  // errors were collected per chunk already
-        }
-        dev.destroy_stream(s.stream);
+      if (s.stream < 0) continue;
+      try {
+        dev.synchronize(s.stream);
+      } catch (...) {  // errors were collected per chunk already
       }
     }
+    for (auto& s : slots) {
+      s.release();
+      if (s.stream >= 0) dev.destroy_stream(s.stream);
+    }
+  }
+};
+
+/// Host memory offered to the device for a stage, handed back at its end.
+struct host_memory_guard {
+  device& dev;
+  std::vector<const void*> used;
+  ~host_memory_guard() {
+    for (const void* p : used) dev.host_memory_done(p);
   }
 };
 
@@ -283,6 +295,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
 
   // Device memory for every slot; on out-of-memory, halve the chunk and retry.
   const int nslots = opt.sequential ? 1 : std::max(plan.streams, 1);
+  host_memory_guard pinned_memory{dev, {}};  // outlives the slots: unpinned after their work is done
   std::optional<slots_guard> guard_storage;
   slots_guard& guard = guard_storage.emplace(dev);
   for (;;) {
@@ -300,6 +313,25 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
     }
   }
   for (auto& sl : guard.slots) sl.stream = dev.create_stream();
+
+  // Host storage the stage copies from and to, offered to the device to pin.
+  if (!in_place && s.units > 0) {
+    for (const auto& v : L.values) {
+      if (v.buffer < 0 || v.cls == value_class::temporary || !v.v->object) continue;
+      const region whole = v.v->ops->host_region(v.v->object, {0, s.units});
+      if (!whole.data || whole.bytes() == 0) continue;
+      if (std::find(pinned_memory.used.begin(), pinned_memory.used.end(), whole.data) != pinned_memory.used.end())
+        continue;
+      dev.host_memory_use(whole.data, (whole.rows - 1) * whole.pitch + whole.width);
+      pinned_memory.used.push_back(whole.data);
+    }
+  }
+  if (ks) {
+    generated_kernel probe;
+    probe.name = ks->name;
+    probe.source = source;
+    dev.prepare(probe);
+  }
 
   const auto ranges = split::chunks(std::max<std::size_t>(s.units, 1), plan.chunk_units);
   const std::size_t nchunks = s.units == 0 ? 0 : ranges.size();

@@ -28,6 +28,7 @@ struct runtime_state {
   std::vector<stage_report> reports;
   std::vector<trace_event> trace;
   bool announced = false;
+  std::string device_failed;  // why the device is no longer offered stages
 };
 
 runtime_state& state() {
@@ -57,6 +58,7 @@ std::unique_ptr<device> make_cuda(const config& c) {
 #if defined(OA_HAS_CUDA)
   cuda::options o;
   o.memory_budget = c.device_memory;
+  o.register_host_memory = c.cuda_staging == "register";
   return cuda::make_device(o);
 #else
   (void)c;
@@ -118,6 +120,13 @@ device& device_locked(runtime_state& s) {
   return *s.main_device;
 }
 
+bool updates_in_place(const detail::stage& s, const std::vector<detail::call_node>& nodes) {
+  for (int c : s.calls)
+    for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
+      if (a.role == detail::arg_role::mut) return true;
+  return false;
+}
+
 bool progress_wanted(const config& c) {
   if (c.progress >= 0) return c.progress == 1;
   return ::isatty(STDERR_FILENO) == 1;
@@ -138,6 +147,7 @@ void set_config(const config& c) {
   s.cfg = c;
   s.configured = true;
   s.main_device.reset();
+  s.device_failed.clear();
 }
 
 device& current_device() {
@@ -216,6 +226,9 @@ void evaluate(graph& g) {
       device* where = &dev;
       if (dev.kind() == device_kind::host) {
         opt.placement_reason = "host device selected";
+      } else if (!st.device_failed.empty()) {
+        where = &host;
+        opt.placement_reason = "the device failed earlier: " + st.device_failed;
       } else if (!s.device_capable) {
         where = &host;
         std::string cpu_only;
@@ -233,8 +246,19 @@ void evaluate(graph& g) {
         }
       }
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
-      stage_report r = run_stage(s, nodes, needed, *where, host, opt);
-      st.reports.push_back(std::move(r));
+      try {
+        st.reports.push_back(run_stage(s, nodes, needed, *where, host, opt));
+      } catch (const device_fault& e) {
+        // The device broke during the stage (a CUDA fault is sticky): it gets
+        // no more stages. The stage runs again on the host unless it updates
+        // the caller's data in place, which chunks already done have written.
+        if (where == &host || updates_in_place(s, nodes)) throw;
+        st.device_failed = e.what();
+        std::fprintf(stderr, "oa: %s; running on the host from now on\n", e.what());
+        opt.placement_reason = std::string("the device failed: ") + e.what();
+        opt.streams = 0;
+        st.reports.push_back(run_stage(s, nodes, needed, host, host, opt));
+      }
     } catch (...) {
       // Planning errors (a budget too small, a device that cannot be made)
       // come back where the stage's values are asked for.

@@ -14,6 +14,7 @@
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtCudaRt.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -96,8 +97,15 @@ class cuda_device final : public device {
     std::size_t free = 0, total = 0;
     OA_CUDA_TRY(cudaMemGetInfo(&free, &total));
     budget_ = opt.memory_budget ? opt.memory_budget : free / 10 * 8;
-    OA_CUDA_TRY(cudaDeviceGetDefaultMemPool(&mem_pool_, opt.ordinal));
-    std::uint64_t keep = UINT64_MAX;  // never give pool memory back between evaluations
+    // A pool of our own: it keeps its memory between chunks and evaluations
+    // (release threshold at its maximum) and gives it all back when the
+    // device goes, without touching the process's default pool.
+    cudaMemPoolProps pp{};
+    pp.allocType = cudaMemAllocationTypePinned;
+    pp.location.type = cudaMemLocationTypeDevice;
+    pp.location.id = opt.ordinal;
+    OA_CUDA_TRY(cudaMemPoolCreate(&mem_pool_, &pp));
+    std::uint64_t keep = UINT64_MAX;
     OA_CUDA_TRY(cudaMemPoolSetAttribute(mem_pool_, cudaMemPoolAttrReleaseThreshold, &keep));
     OA_CUDA_TRY(cudaStreamCreateWithFlags(&alloc_stream_, cudaStreamNonBlocking));
     OA_CUDA_TRY(cudaEventCreate(&epoch_));
@@ -115,7 +123,9 @@ class cuda_device final : public device {
       OA_CUDA_TRY_NOTHROW(cudaStreamDestroy(s.stream));
     }
     for (auto& [name, lib] : libraries_) OA_CUDA_TRY_NOTHROW(cudaLibraryUnload(lib));
+    for (const void* p : registered_) OA_CUDA_TRY_NOTHROW(cudaHostUnregister(const_cast<void*>(p)));
     OA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(alloc_stream_));
+    OA_CUDA_TRY_NOTHROW(cudaMemPoolDestroy(mem_pool_));
     OA_CUDA_TRY_NOTHROW(cudaStreamDestroy(alloc_stream_));
     OA_CUDA_TRY_NOTHROW(cudaEventDestroy(epoch_));
   }
@@ -142,6 +152,7 @@ class cuda_device final : public device {
   }
 
   void* allocate(std::size_t bytes) override {
+    OA_CUDA_TRY(cudaSetDevice(opt_.ordinal));
     std::lock_guard lock(mutex_);
     if (in_use_ + bytes > budget_) throw device_out_of_memory(name(), bytes, in_use_, budget_);
     void* p = nullptr;
@@ -170,6 +181,7 @@ class cuda_device final : public device {
 
   // ---- streams ----------------------------------------------------------------
   stream_id create_stream() override {
+    OA_CUDA_TRY(cudaSetDevice(opt_.ordinal));
     std::lock_guard lock(mutex_);
     for (std::size_t i = 0; i < streams_.size(); ++i)
       if (!streams_[i].in_use) {
@@ -200,6 +212,7 @@ class cuda_device final : public device {
   }
 
   cudaStream_t native(stream_id s, const char* fn) const {
+    OA_CUDA_TRY(cudaSetDevice(opt_.ordinal));  // the current device is per thread
     std::lock_guard lock(mutex_);
     if (s < 0 || static_cast<std::size_t>(s) >= streams_.size() || !streams_[static_cast<std::size_t>(s)].in_use)
       throw invalid_argument(std::string("cuda_device::") + fn, "stream", "unknown stream " + std::to_string(s));
@@ -222,14 +235,15 @@ class cuda_device final : public device {
     check_shapes("copy_to_device_async", dst, src);
     const cudaStream_t cs = native(s, "copy_to_device_async");
     nvtx_range range("oa h2d");
-    timed(phase::h2d, s, cs, src.bytes(), {}, [&] {
-      if (pinned(src.data)) return dma(dst, src, cudaMemcpyHostToDevice, cs);
-      std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
-      for_each_piece(dst, src, [&](const region& d, const region& h) {
-        const region packed = h.packed_at(staging);
-        OA_CUDA_TRY(cudaLaunchHostFunc(cs, &staging_task::run, new staging_task{&pool_, packed, h}));
-        dma(d, packed, cudaMemcpyHostToDevice, cs);
-      });
+    if (pinned(src.data))
+      return timed(phase::h2d, s, cs, src.bytes(), {}, [&] { dma(dst, src, cudaMemcpyHostToDevice, cs); });
+    // Pageable: a host function fills the stream's staging buffer, then the
+    // DMA; only the DMA is timed as a copy.
+    std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
+    for_each_piece(dst, src, [&](const region& d, const region& h) {
+      const region packed = h.packed_at(staging);
+      OA_CUDA_TRY(cudaLaunchHostFunc(cs, &staging_task::run, new staging_task{&pool_, packed, h}));
+      timed(phase::h2d, s, cs, h.bytes(), {}, [&] { dma(d, packed, cudaMemcpyHostToDevice, cs); });
     });
   }
 
@@ -237,14 +251,13 @@ class cuda_device final : public device {
     check_shapes("copy_to_host_async", dst, src);
     const cudaStream_t cs = native(s, "copy_to_host_async");
     nvtx_range range("oa d2h");
-    timed(phase::d2h, s, cs, src.bytes(), {}, [&] {
-      if (pinned(dst.data)) return dma(dst, src, cudaMemcpyDeviceToHost, cs);
-      std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
-      for_each_piece(src, dst, [&](const region& d, const region& h) {
-        const region packed = h.packed_at(staging);
-        dma(packed, d, cudaMemcpyDeviceToHost, cs);
-        OA_CUDA_TRY(cudaLaunchHostFunc(cs, &staging_task::run, new staging_task{&pool_, h, packed}));
-      });
+    if (pinned(dst.data))
+      return timed(phase::d2h, s, cs, src.bytes(), {}, [&] { dma(dst, src, cudaMemcpyDeviceToHost, cs); });
+    std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
+    for_each_piece(src, dst, [&](const region& d, const region& h) {
+      const region packed = h.packed_at(staging);
+      timed(phase::d2h, s, cs, h.bytes(), {}, [&] { dma(packed, d, cudaMemcpyDeviceToHost, cs); });
+      OA_CUDA_TRY(cudaLaunchHostFunc(cs, &staging_task::run, new staging_task{&pool_, h, packed}));
     });
   }
 
@@ -303,8 +316,35 @@ class cuda_device final : public device {
 
   // ---- timeline ----------------------------------------------------------------------
   void set_recording(bool on) override {
+    if (on) {
+      // A fresh epoch: event times are float milliseconds since it.
+      OA_CUDA_TRY(cudaEventRecord(epoch_, alloc_stream_));
+      OA_CUDA_TRY(cudaEventSynchronize(epoch_));
+    }
     std::lock_guard lock(mutex_);
     recording_ = on;
+  }
+
+  void prepare(const generated_kernel& k) override { (void)kernel(k); }
+
+  // Pinning the stage's host arrays lets every chunk's copy be a direct DMA
+  // at pinned speed, with no staging memcpy; memory the caller pinned stays
+  // as it is. When pinning fails, copies go through the staging buffers.
+  void host_memory_use(const void* p, std::size_t bytes) noexcept override {
+    if (!opt_.register_host_memory || !p || bytes == 0 || pinned(p)) return;
+    if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return;
+    }
+    std::lock_guard lock(mutex_);
+    registered_.push_back(p);
+  }
+  void host_memory_done(const void* p) noexcept override {
+    std::lock_guard lock(mutex_);
+    auto it = std::find(registered_.begin(), registered_.end(), p);
+    if (it == registered_.end()) return;
+    OA_CUDA_TRY_NOTHROW(cudaHostUnregister(const_cast<void*>(p)));
+    registered_.erase(it);
   }
 
   std::vector<op_record> take_records() override {
@@ -438,6 +478,7 @@ class cuda_device final : public device {
   std::vector<stream_state> streams_;
   bool recording_ = false;
   std::vector<timed_op> ops_;
+  std::vector<const void*> registered_;
 
   std::mutex compile_mutex_;
   std::map<std::string, cudaLibrary_t> libraries_;

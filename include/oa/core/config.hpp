@@ -22,6 +22,7 @@ struct config {
   std::uint64_t fail_copy = 0;          // OA_FAIL_COPY: emulated fault injection, Nth copy fails
   bool emulated_device_functions = false;  // OA_EMULATED_DEVICE_FUNCTIONS: emulated device runs device functions' host twins
   bool sequential = false;              // OA_SEQUENTIAL: one chunk at a time on one stream (baseline)
+  std::string cuda_staging = "register";  // OA_CUDA_STAGING: register (pin the stage's host arrays) or pinned (staging buffers)
   int progress = -1;                    // OA_PROGRESS: 1 on, 0 off, -1 = when stderr is a terminal
   bool verbose = false;                 // OA_VERBOSE
 

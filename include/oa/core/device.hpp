@@ -98,6 +98,14 @@ class device {
   /// Runs generated kernels (launch::kernel): stages are fused into one
   /// kernel per chunk, temporaries never take device memory.
   virtual bool compiles_kernels() const noexcept { return false; }
+  /// Gets a generated kernel ready (compiled, loaded) before the first chunk,
+  /// so that compiling is not part of the pipeline and its errors come first.
+  virtual void prepare(const generated_kernel&) {}
+  /// Host memory that a stage copies from or to chunk by chunk; a device may
+  /// pin it for direct DMA until host_memory_done. Never throws for a hint
+  /// it cannot take.
+  virtual void host_memory_use(const void*, std::size_t) noexcept {}
+  virtual void host_memory_done(const void*) noexcept {}
 
   // Memory. allocate throws oa::device_out_of_memory past the budget.
   virtual std::size_t memory_budget() const noexcept = 0;

@@ -1,8 +1,10 @@
 #pragma once
 // The CUDA device: the engine's stages on a GPU. Device memory from a
-// stream-ordered pool kept under the budget, pageable host data staged
-// through pinned buffers filled and drained by host threads, one CUDA stream
-// per pipeline slot, fused stage kernels compiled with NVRTC and cached.
+// stream-ordered pool kept under the budget; the host arrays of a stage
+// pinned for direct DMA (OA_CUDA_STAGING=register, the default), or pageable
+// data staged through pinned buffers filled and drained by host threads
+// (OA_CUDA_STAGING=pinned); one CUDA stream per pipeline slot; fused stage
+// kernels compiled with NVRTC and cached.
 
 #include <cstddef>
 #include <memory>
@@ -20,6 +22,9 @@ struct options {
   std::size_t memory_budget = 0;                // 0: 80% of the free memory at start
   std::size_t staging_bytes = std::size_t{32} << 20;  // pinned staging buffer per stream
   int copy_threads = 0;                         // host threads filling/draining staging; 0: up to 8
+  // Pin (cudaHostRegister) each stage's host arrays for direct DMA; off:
+  // every pageable copy goes through the pinned staging buffers.
+  bool register_host_memory = true;
 };
 
 /// GPUs this process can use; 0 when there is no driver, no device or any
