@@ -246,6 +246,15 @@ if needs "$build/bench/oa-bench" "oa-bench"; then
       fi
     done
   done
+  # Host memory: pinning each stage's arrays (register, the default) against
+  # copying through pinned staging buffers, side by side at 2x and 8x.
+  for fraction in 2 8; do
+    n=$((fraction * budget / bytes_per_element[blackscholes]))
+    step "oa-bench blackscholes staging=pinned (data ${fraction}x budget)" \
+      env OA_CUDA_STAGING=pinned "$build/bench/oa-bench" --workload blackscholes --elements "$n" --device cuda \
+      --device-memory "$budget_text" --verify --repeat "$bench_repeat" --mode sequential,oa \
+      --json "$dir/bench_staging_pinned.jsonl"
+  done
 fi
 
 summarize "$dir"
