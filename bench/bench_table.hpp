@@ -2,6 +2,8 @@
 // Plain-text tables for oa-bench: aligned columns, human byte counts.
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <cstddef>
 #include <cstdio>
 #include <ostream>
@@ -9,6 +11,16 @@
 #include <vector>
 
 namespace oa_bench {
+
+/// Now, as ISO 8601 UTC, for records.
+inline std::string utc_timestamp() {
+  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
 
 /// printf into a std::string.
 template <class... T>

@@ -23,6 +23,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_table.hpp"
+
 namespace {
 
 /// Throws std::runtime_error naming the place, the call and CUDA's error.
@@ -119,15 +121,6 @@ figure measure(const std::string& key, const std::string& label, cudaStream_t s,
 }
 
 std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
-
-std::string utc_timestamp() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::string hostname() {
   char buf[256] = {};
@@ -261,7 +254,7 @@ int main(int argc, char** argv) {
           {"repeat", repeat},
           {"results", results},
           {"hostname", hostname()},
-          {"timestamp", utc_timestamp()}};
+          {"timestamp", oa_bench::utc_timestamp()}};
       json_out << record.dump() << '\n' << std::flush;
       if (!json_out) throw std::runtime_error("--json: cannot write '" + json_path + "'");
     }

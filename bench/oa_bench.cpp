@@ -250,15 +250,6 @@ std::string hostname() {
   return buf;
 }
 
-std::string utc_timestamp() {
-  const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 /// Appends one JSON object per line to --json's file.
 class json_sink {
  public:
@@ -314,7 +305,7 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
           {"repeat", opt.repeat},
           {"emulated", is_oa_mode(r.mode) && opt.device == "emulated"},
           {"hostname", hostname()},
-          {"timestamp", utc_timestamp()},
+          {"timestamp", oa_bench::utc_timestamp()},
           {"oa_version", OA_VERSION}};
 }
 
@@ -509,63 +500,53 @@ bool gpu_usable(std::string& why) {
 #endif
 }
 
+/// One section of the demo: both workloads on one device, side by side.
+bool demo_section(options& opt, const char* device, std::size_t budget, double link_gbps,
+                  std::vector<std::string> modes, json_sink* sink) {
+  opt.device = device;
+  opt.device_memory = budget;
+  opt.link_gbps = link_gbps;
+  opt.modes = std::move(modes);
+  bool ok = true;
+  for (const char* w : {"blackscholes", "haversine"}) {
+    opt.workload = w;
+    ok = run_benchmark(opt, sink) && ok;
+  }
+  return ok;
+}
+
 bool run_demo(options opt, json_sink* sink) {
   const auto t0 = clock_type::now();
   opt.elements = std::size_t{1} << 24;
   opt.verify = true;
   bool ok = true;
+  const char* pipeline_text =
+      "sequential copies each chunk in, computes it and copies it out before the next; oa\n"
+      "overlaps the three on several streams. overlap = busiest phase / wall time.\n";
 
   std::string why;
   if (gpu_usable(why)) {
-    // Black-Scholes 2^26 is 3.5 GiB of data: 7x a 512 MiB budget.
+    // Black-Scholes at 2^26 elements is 3.5 GiB of data: 7x a 512 MiB budget.
     std::cout << "oa-bench demo (oa " << OA_VERSION << "): paging on the GPU\n"
               << "\n== paging on the GPU ==\n"
                  "The device budget is capped at 512 MiB and the data is several times larger, so oa pages\n"
-                 "it through in chunks. sequential copies each chunk in, computes it and copies it out before\n"
-                 "the next; oa overlaps the three on several streams. overlap = busiest phase / wall time.\n";
-    opt.device = "cuda";
-    opt.device_memory = std::size_t{512} << 20;
-    opt.link_gbps = 0;
+                 "it through in chunks.\n"
+              << pipeline_text;
     opt.elements = std::size_t{1} << 26;
-    opt.modes = {"cpu", "sequential", "oa"};
-    for (const char* w : {"blackscholes", "haversine"}) {
-      opt.workload = w;
-      ok = run_benchmark(opt, sink) && ok;
-    }
-    std::cout << format("\ndemo finished in %.1f s%s\n", seconds_since(t0),
-                        ok ? "; every oa result matches the cpu result within 1e-9" : "; VERIFICATION FAILED");
-    return ok;
+    ok = demo_section(opt, "cuda", std::size_t{512} << 20, 0, {"cpu", "sequential", "oa"}, sink);
+  } else {
+    std::cout << "oa-bench demo (oa " << OA_VERSION << "): no usable GPU (" << why
+              << "), so the demo runs on the host device, then pages through the emulated device.\n"
+              << "\n== 1. host device (the CPU path) ==\n"
+                 "cpu is the plain Eigen program, one statement per op. oa runs the same source: it records the\n"
+                 "calls, fuses them into one stage and runs it chunk by chunk, cache-sized, on every core.\n";
+    ok = demo_section(opt, "host", 0, 0, {"cpu", "oa"}, sink);
+    std::cout << "\n== 2. paging on the EMULATED device (an emulation, not a GPU) ==\n"
+                 "The emulated device is host memory capped at 64 MiB behind a link throttled to 4 GB/s per\n"
+                 "direction. The data is several times the budget, so oa pages it through in chunks.\n"
+              << pipeline_text;
+    ok = demo_section(opt, "emulated", std::size_t{64} << 20, 4, {"cpu", "sequential", "oa"}, sink) && ok;
   }
-  std::cout << "oa-bench demo (oa " << OA_VERSION << "): no usable GPU (" << why
-            << "), so the demo runs on the host device, then pages through the emulated device.\n";
-
-  std::cout
-      << "\n== 1. host device (the CPU path) ==\n"
-         "cpu is the plain Eigen program, one statement per op. oa runs the same source: it records the\n"
-         "calls, fuses them into one stage and runs it chunk by chunk, cache-sized, on every core.\n";
-  opt.device = "host";
-  opt.device_memory = 0;
-  opt.link_gbps = 0;
-  opt.modes = {"cpu", "oa"};
-  for (const char* w : {"blackscholes", "haversine"}) {
-    opt.workload = w;
-    ok = run_benchmark(opt, sink) && ok;
-  }
-
-  std::cout << "\n== 2. paging on the EMULATED device (an emulation, not a GPU) ==\n"
-               "The emulated device is host memory capped at 64 MiB behind a link throttled to 4 GB/s per\n"
-               "direction. The data is several times the budget, so oa pages it through in chunks.\n"
-               "sequential copies each chunk in, computes it and copies it out before the next; oa\n"
-               "overlaps the three on several streams. overlap = busiest phase / wall time.\n";
-  opt.device = "emulated";
-  opt.device_memory = std::size_t{64} << 20;
-  opt.link_gbps = 4;
-  opt.modes = {"cpu", "sequential", "oa"};
-  for (const char* w : {"blackscholes", "haversine"}) {
-    opt.workload = w;
-    ok = run_benchmark(opt, sink) && ok;
-  }
-
   std::cout << format("\ndemo finished in %.1f s%s\n", seconds_since(t0),
                       ok ? "; every oa result matches the cpu result within 1e-9" : "; VERIFICATION FAILED");
   return ok;
