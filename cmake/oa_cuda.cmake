@@ -42,5 +42,8 @@ function(oa_configure_cuda target)
   target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda/nvrtc_compiler.cpp
                                    ${PROJECT_SOURCE_DIR}/src/cuda/cuda_device.cpp)
   target_compile_definitions(${target} PUBLIC OA_HAS_CUDA=1 PRIVATE OA_CUDA_INCLUDE_DIRS="${dirs_joined}")
-  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas CUDA::nvrtc)
+  # CUDA::nvrtc carries CUDA::cuda_driver (libcuda) as a dependency; NVRTC
+  # itself does not need the driver, so its library is linked alone.
+  find_library(OA_NVRTC_LIBRARY nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+  target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas ${OA_NVRTC_LIBRARY})
 endfunction()
