@@ -35,7 +35,7 @@ bool contains(const std::string& haystack, const std::string& needle) {
 const char* const all_variables[] = {
     "OA_CONFIG",         "OA_DEVICE",     "OA_DEVICE_MEMORY", "OA_STREAMS",   "OA_CHUNK_BYTES",
     "OA_HOST_THRESHOLD", "OA_REPORT",     "OA_TRACE",         "OA_LINK_GBPS", "OA_FAIL_LAUNCH",
-    "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE", "OA_EMULATED_DEVICE_FUNCTIONS", "OA_CUDA_STAGING",
+    "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE", "OA_EMULATED_DEVICE_FUNCTIONS", "OA_CUDA_STAGING", "OA_FAIL_STICKY",
 };
 
 /// Clears every OA_ variable for one test and puts the caller's values back

@@ -156,3 +156,28 @@ TEST_CASE("an empty handle says so") {
   config_scope cs(oa_test::host_config());
   CHECK_THROWS_AS(vecmath::oa::add(oa::lazy<std::vector<double>>{}, oa::lazy<std::vector<double>>{}), oa::invalid_argument);
 }
+
+TEST_CASE("a device lost for good: the stage re-runs on the host, later stages stay there") {
+  const std::size_t n = 200000;
+  const ArrayXd x = oa_test::random_array(n, 0.5, 2.0, 51), y = oa_test::random_array(n, 0.5, 2.0, 52);
+  const ArrayXd z = oa_test::random_array(n / 2, 0.5, 2.0, 53);
+  oa::config c = oa_test::emulated_config(256 << 10);
+  c.fail_launch = 3;
+  c.fail_sticky = true;
+  config_scope cs(c);
+  oa::lazy<ArrayXd> r = exp(oa::ref(x)) * oa::ref(y);
+  oa::lazy<ArrayXd> q = sqrt(oa::ref(z));  // another stage (other length), after the loss
+  CHECK((r.get() - (x.exp() * y)).abs().maxCoeff() == 0.0);
+  CHECK((q.get() - z.sqrt()).abs().maxCoeff() == 0.0);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 2);
+  CHECK(reps[0].device == "host");
+  CHECK(reps[0].placement_reason.find("the device failed") != std::string::npos);
+  CHECK(reps[1].device == "host");
+  CHECK(reps[1].placement_reason.find("failed earlier") != std::string::npos);
+  // A new configuration gives a working device again.
+  oa::config fresh = oa_test::emulated_config(256 << 10);
+  config_scope again(fresh);
+  CHECK((sqrt(oa::ref(z)).get() - z.sqrt()).abs().maxCoeff() == 0.0);
+  CHECK(oa::reports().at(0).device == "emulated");
+}

@@ -267,6 +267,8 @@ void config::merge_json(const std::string& json_text, const std::string& origin)
       next.fail_launch = json_unsigned(value, what, "a launch count");
     } else if (key == "fail_copy") {
       next.fail_copy = json_unsigned(value, what, "a copy count");
+    } else if (key == "fail_sticky") {
+      next.fail_sticky = json_bool(value, what);
     } else if (key == "sequential") {
       next.sequential = json_bool(value, what);
     } else if (key == "emulated_device_functions") {
@@ -308,6 +310,7 @@ config config::from_environment() {
   if (const char* v = env("OA_FAIL_LAUNCH"))
     c.fail_launch = parse_unsigned(v, "OA_FAIL_LAUNCH", "a launch count");
   if (const char* v = env("OA_FAIL_COPY")) c.fail_copy = parse_unsigned(v, "OA_FAIL_COPY", "a copy count");
+  if (const char* v = env("OA_FAIL_STICKY")) c.fail_sticky = env_bool(v, "OA_FAIL_STICKY");
   if (const char* v = env("OA_SEQUENTIAL")) c.sequential = env_bool(v, "OA_SEQUENTIAL");
   if (const char* v = env("OA_CUDA_STAGING")) c.cuda_staging = check_cuda_staging(lower(trim(v)), "OA_CUDA_STAGING");
   if (const char* v = env("OA_EMULATED_DEVICE_FUNCTIONS"))

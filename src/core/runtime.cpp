@@ -95,6 +95,7 @@ std::unique_ptr<device> make_device(const config& c, std::string& note) {
     o.link_bytes_per_second = c.link_gbps * 1e9;
     o.fail_launch = c.fail_launch;
     o.fail_copy = c.fail_copy;
+    o.sticky_faults = c.fail_sticky;
     o.run_device_functions = c.emulated_device_functions;
     return make_emulated_device(o);
   }
@@ -254,7 +255,7 @@ void evaluate(graph& g) {
         // the caller's data in place, which chunks already done have written.
         if (where == &host || updates_in_place(s, nodes)) throw;
         st.device_failed = e.what();
-        std::fprintf(stderr, "oa: %s; running on the host from now on\n", e.what());
+        std::fprintf(stderr, "%s; running on the host from now on\n", e.what());
         opt.placement_reason = std::string("the device failed: ") + e.what();
         opt.streams = 0;
         st.reports.push_back(run_stage(s, nodes, needed, host, host, opt));

@@ -62,29 +62,41 @@ class emulated_device final : public stream_device {
   void launch_async(launch k, stream_id s) override {
     auto st = find_stream("launch_async", s);
     if (!k.host) throw invalid_argument(function_name("launch_async"), "k", "launch has no host callable");
+    check_lost();
     op o;
     o.what = phase::compute;
     const std::uint64_t n = ++launches_;
-    if (n == opt_.fail_launch)
+    if (n == opt_.fail_launch) {
       o.fault = std::make_exception_ptr(device_fault("oa: emulated device: injected fault in launch #" +
                                                      std::to_string(n) + " (kernel '" + k.name + "')"));
+      if (opt_.sticky_faults) lost_ = true;
+    }
     o.label = std::move(k.name);
     o.body = opt_.run_device_functions && k.device_twin ? std::move(k.device_twin) : std::move(k.host);
     submit(st, std::move(o));
   }
 
  private:
+  // After a sticky fault every later submission fails at once, as work
+  // submitted to a CUDA context does after a kernel fault.
+  void check_lost() const {
+    if (lost_) throw device_fault("oa: emulated device: lost after an injected sticky fault");
+  }
+
   void copy(const char* method, phase what, const region& dst, const region& src, stream_id s) {
     auto st = find_stream(method, s);
     check_copy(method, dst, src);
+    check_lost();
     op o;
     o.what = what;
     o.bytes = src.bytes();
     const std::uint64_t n = ++copies_;
-    if (n == opt_.fail_copy)
+    if (n == opt_.fail_copy) {
       o.fault = std::make_exception_ptr(device_fault("oa: emulated device: injected fault in copy #" +
                                                      std::to_string(n) + " (" + to_string(what) + ", " +
                                                      std::to_string(o.bytes) + " bytes)"));
+      if (opt_.sticky_faults) lost_ = true;
+    }
     o.body = [dst, src, bw = opt_.link_bytes_per_second] {
       const auto begin = std::chrono::steady_clock::now();
       copy_region(dst, src);
@@ -109,6 +121,7 @@ class emulated_device final : public stream_device {
   const emulated_options opt_;
   memory_ledger memory_;
   std::atomic<std::uint64_t> launches_{0};
+  std::atomic<bool> lost_{false};
   std::atomic<std::uint64_t> copies_{0};
   std::size_t next_compute_ = 0;  // under the submission lock
   std::unique_ptr<fifo_engine> h2d_;

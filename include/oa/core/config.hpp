@@ -20,6 +20,7 @@ struct config {
   double link_gbps = 0;                 // OA_LINK_GBPS: emulated link, GB/s (1e9 bytes/s) per direction; 0 = unthrottled
   std::uint64_t fail_launch = 0;        // OA_FAIL_LAUNCH: emulated fault injection, Nth launch fails
   std::uint64_t fail_copy = 0;          // OA_FAIL_COPY: emulated fault injection, Nth copy fails
+  bool fail_sticky = false;             // OA_FAIL_STICKY: the injected fault breaks the emulated device for good
   bool emulated_device_functions = false;  // OA_EMULATED_DEVICE_FUNCTIONS: emulated device runs device functions' host twins
   bool sequential = false;              // OA_SEQUENTIAL: one chunk at a time on one stream (baseline)
   std::string cuda_staging = "register";  // OA_CUDA_STAGING: register (pin the stage's host arrays) or pinned (staging buffers)

@@ -149,6 +149,10 @@ struct emulated_options {
   // device with oa::device_fault. 0 disables.
   std::uint64_t fail_launch = 0;
   std::uint64_t fail_copy = 0;
+  // The injected fault is sticky: afterwards every submission fails at once
+  // (as a CUDA context does after a kernel fault), so the runtime must give
+  // up on the device.
+  bool sticky_faults = false;
   int compute_threads = 1;
   // Run the calls' device functions (their host twins) instead of the CPU
   // functions. Off by default: results then match the CPU path bit for bit.
