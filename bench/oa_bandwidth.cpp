@@ -136,22 +136,22 @@ std::vector<figure> run_all(std::size_t bytes, int repeat) {
   stream s1, s2;
   std::vector<figure> figures;
 
-  std::cerr << "oa-bandwidth: host to device, pinned" << std::endl;
-  figures.push_back(measure("h2d_pinned", "host to device, pinned", s1.s, repeat, b, [&] {
-    OA_CUDA_CHECK(cudaMemcpyAsync(d_a.p, h_a.p, bytes, cudaMemcpyHostToDevice, s1.s));
-  }));
-  std::cerr << "oa-bandwidth: device to host, pinned" << std::endl;
-  figures.push_back(measure("d2h_pinned", "device to host, pinned", s1.s, repeat, b, [&] {
-    OA_CUDA_CHECK(cudaMemcpyAsync(h_a.p, d_a.p, bytes, cudaMemcpyDeviceToHost, s1.s));
-  }));
-  std::cerr << "oa-bandwidth: host to device, pageable" << std::endl;
-  figures.push_back(measure("h2d_pageable", "host to device, pageable", s1.s, repeat, b, [&] {
-    OA_CUDA_CHECK(cudaMemcpyAsync(d_a.p, pageable.p, bytes, cudaMemcpyHostToDevice, s1.s));
-  }));
-  std::cerr << "oa-bandwidth: device to host, pageable" << std::endl;
-  figures.push_back(measure("d2h_pageable", "device to host, pageable", s1.s, repeat, b, [&] {
-    OA_CUDA_CHECK(cudaMemcpyAsync(pageable.p, d_a.p, bytes, cudaMemcpyDeviceToHost, s1.s));
-  }));
+  // One direction at a time, from pinned and from pageable host memory.
+  struct one_way {
+    const char* key;
+    const char* title;
+    void* dst;
+    const void* src;
+    cudaMemcpyKind kind;
+  };
+  for (const one_way& c : {one_way{"h2d_pinned", "host to device, pinned", d_a.p, h_a.p, cudaMemcpyHostToDevice},
+                           one_way{"d2h_pinned", "device to host, pinned", h_a.p, d_a.p, cudaMemcpyDeviceToHost},
+                           one_way{"h2d_pageable", "host to device, pageable", d_a.p, pageable.p, cudaMemcpyHostToDevice},
+                           one_way{"d2h_pageable", "device to host, pageable", pageable.p, d_a.p, cudaMemcpyDeviceToHost}}) {
+    std::cerr << "oa-bandwidth: " << c.title << std::endl;
+    figures.push_back(measure(c.key, c.title, s1.s, repeat, b,
+                              [&] { OA_CUDA_CHECK(cudaMemcpyAsync(c.dst, c.src, bytes, c.kind, s1.s)); }));
+  }
 
   // Both directions on their own streams, fenced by events on s1 so that the
   // timed interval spans both: s2 starts after s1's start, s1 ends after s2.

@@ -48,6 +48,15 @@ E random_element() {
 
 // ---- chunk plans ------------------------------------------------------------------
 
+/// A chunk's host region and its packed device region hold the same bytes
+/// in the same shape; the packed one is contiguous.
+void check_staging_regions(const oa::region& h, const oa::region& p, const shape& sh, const range& r) {
+  CHECK(h.width == p.width);
+  CHECK(h.rows == p.rows);
+  CHECK(h.bytes() == r.size() * sh.unit_bytes());
+  CHECK(p.contiguous());
+}
+
 /// Checks that `rs` tiles [0, units): in order, no gap, no overlap, none empty.
 void check_tiling(const std::vector<range>& rs, std::size_t units) {
   std::size_t next = 0;
@@ -192,10 +201,7 @@ void contiguous_laws() {
         CAPTURE(r.end);
         const oa::region h = S::host_region(x, r);
         const oa::region p = packed_region_of<S, T>(buf.at(r), sh, r);
-        CHECK(h.width == p.width);
-        CHECK(h.rows == p.rows);
-        CHECK(h.bytes() == r.size() * sh.unit_bytes());
-        CHECK(p.contiguous());
+        check_staging_regions(h, p, sh, r);
         CHECK(h.contiguous());
         oa::copy_region(p, h);
         // The staged chunk, viewed on the "device".
@@ -349,10 +355,7 @@ void dense_laws() {
         CAPTURE(r.end);
         const oa::region h = S::host_region(x, r);
         const oa::region p = packed_region_of<S, T>(buf.at(r), sh, r);
-        CHECK(h.width == p.width);
-        CHECK(h.rows == p.rows);
-        CHECK(h.bytes() == r.size() * sh.unit_bytes());
-        CHECK(p.contiguous());
+        check_staging_regions(h, p, sh, r);
         if (strided) {
           CHECK(h.rows == inner);
           CHECK(h.width == r.size() * sizeof(E));
