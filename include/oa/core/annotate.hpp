@@ -139,8 +139,9 @@ struct partitioned_ops {
     else
       return S::template packed_region<T>(buffer, s, r);
   }
-  static constexpr value_ops table{S::name,    split::split_kind::partitioned, &host_region, &packed_region,
-                                   &make,      nullptr,                        0};
+  static split::shape shape_of(const void* o) { return S::shape_of(*static_cast<const T*>(o)); }
+  static constexpr value_ops table{S::name, split::split_kind::partitioned, &shape_of, &host_region, &packed_region,
+                                   &make,   nullptr,                        0};
 };
 
 template <class S, class R>
@@ -155,7 +156,7 @@ struct reduction_ops {
     if (n) std::memcpy(v.data(), partials, n * sizeof(R));
     *static_cast<R*>(object) = S::template merge<R>(std::span<const R>(v));
   }
-  static constexpr value_ops table{S::name, split::split_kind::reduction, nullptr, nullptr, &make, &merge, sizeof(R)};
+  static constexpr value_ops table{S::name, split::split_kind::reduction, nullptr, nullptr, nullptr, &make, &merge, sizeof(R)};
 };
 
 // ---- compile-time checks that name the function and the argument --------------

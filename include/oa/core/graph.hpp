@@ -29,6 +29,9 @@ struct value_state;
 struct value_ops {
   const char* split_name;
   split::split_kind kind;
+  /// The host object's shape now (partitioned values): checked against the
+  /// shape recorded at the call, to catch a caller's object resized since.
+  split::shape (*shape_of)(const void* object);
   /// Chunk of the host object's storage (partitioned values).
   region (*host_region)(const void* object, split::range r);
   /// Chunk of a packed device buffer holding chunk r (same width and rows as host_region).
