@@ -44,6 +44,21 @@ function(oa_configure_cuda target)
   target_compile_definitions(${target} PUBLIC OA_HAS_CUDA=1 PRIVATE OA_CUDA_INCLUDE_DIRS="${dirs_joined}")
   # CUDA::nvrtc carries CUDA::cuda_driver (libcuda) as a dependency; NVRTC
   # itself does not need the driver, so its library is linked alone.
-  find_library(OA_NVRTC_LIBRARY nvrtc HINTS ${CUDAToolkit_LIBRARY_DIR} REQUIRED)
+  # The toolkit's own library folders first: CUDAToolkit_LIBRARY_DIR can name
+  # a system folder (CMake 4 may resolve it to /usr/local/lib).
+  set(nvrtc_hints)
+  foreach(root IN ITEMS "${CUDAToolkit_TARGET_DIR}" "${CUDAToolkit_ROOT}" "${CUDAToolkit_BIN_DIR}/..")
+    if(root AND NOT root STREQUAL "/..")
+      list(APPEND nvrtc_hints ${root}/lib64 ${root}/lib ${root}/targets/${CMAKE_SYSTEM_PROCESSOR}-linux/lib
+                              ${root}/targets/sbsa-linux/lib)
+    endif()
+  endforeach()
+  find_library(OA_NVRTC_LIBRARY nvrtc HINTS ${nvrtc_hints} ${CUDAToolkit_LIBRARY_DIR})
+  if(NOT OA_NVRTC_LIBRARY)
+    list(REMOVE_DUPLICATES nvrtc_hints)
+    message(FATAL_ERROR "oa: libnvrtc not found in the CUDA toolkit (looked in ${nvrtc_hints};"
+                        "${CUDAToolkit_LIBRARY_DIR}); set OA_NVRTC_LIBRARY to its path")
+  endif()
+  message(STATUS "oa: NVRTC: ${OA_NVRTC_LIBRARY}")
   target_link_libraries(${target} PUBLIC CUDA::cudart CUDA::cublas ${OA_NVRTC_LIBRARY})
 endfunction()
