@@ -38,9 +38,14 @@ trap 'rm -rf "$work"' EXIT
 chmod 755 "$work"
 mkdir -m 777 "$work/debs"  # apt's download user writes here
 echo "bundle_deps: downloading ${packages[*]}"
-(cd "$work/debs" && apt-get download -q "${packages[@]}" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+if ! (cd "$work/debs" && apt-get download -q "${packages[@]}") 2>"$work/apt.err"; then
+  cat "$work/apt.err" >&2
+  echo "bundle_deps: apt-get download failed (no network, or apt's lists are stale: apt-get update)" >&2
+  exit 1
+fi
+grep -v '^W: Download is performed unsandboxed' "$work/apt.err" >&2 || true
 for pkg in "${packages[@]}"; do
-  compgen -G "$work/debs/${pkg}_*.deb" >/dev/null || { echo "bundle_deps: apt-get download $pkg failed" >&2; exit 1; }
+  compgen -G "$work/debs/${pkg}_*.deb" >/dev/null || { echo "bundle_deps: apt-get download did not fetch $pkg" >&2; exit 1; }
 done
 for deb in "$work"/debs/*.deb; do
   dpkg -x "$deb" "$work/root"

@@ -2,14 +2,43 @@
 # The one script to run on a GPU machine: builds oa with CUDA, runs every
 # test, the GPU tests under compute-sanitizer (memcheck, racecheck), measures
 # the copy bandwidths, benchmarks the paging workloads on the GPU at data 1/4x
-# to 8x a 4 GiB budget, and prints a summary. Everything lands in one folder:
-# $OUT when set, else bench/results/<date>-<gpu>/.
+# to 8x a 4 GiB budget, and writes a summary. It runs offline: the libraries
+# come from the bundle of bench/bundle_deps.sh (.deps/) when there is one.
 #
-# A failing step is recorded and the next one runs anyway, so one call gives
-# the whole picture; the exit status is 1 when any step failed.
+#   bench/gpu_check.sh                    every phase, one after the other
+#   bench/gpu_check.sh --phase build-test deps, configure, build, tests, compute-sanitizer
+#   bench/gpu_check.sh --phase bench      bandwidth and benchmarks (builds oa-bench first if needed)
+#   bench/gpu_check.sh --summary DIR      only the summary of results folder D (no GPU needed)
+# Options of the phases: --build DIR (default build/gpu), --time-limit S (a phase stops starting steps that
+# would not end within S seconds of its start; default 540 for build-test and
+# bench, none for all), --workloads LIST and --sizes LIST (bench: e.g.
+# --workloads haversine --sizes 4,8 to finish a sweep another call cut short).
 #
-#   bench/gpu_check.sh              the full check
-#   bench/gpu_check.sh --summary D  only the summary of results folder D (no GPU needed)
+# Each phase fits one 10-minute command of a GPU node (16 cores). Expected,
+# from the steps' work, not measured on a GPU node yet (each run prints its
+# steps' seconds in summary.txt; update these figures from them):
+#   build-test  about 4-6 min: configure 0.5, build 1.5-2.5 (16 cores),
+#               tests 1-2 (the install test rebuilds a consumer), memcheck and
+#               racecheck of test_cuda 1-2.
+#   bench       about 6-9 min: bandwidth 0.5; per workload and size one
+#               oa-bench process (inputs drawn once, the cpu reference computed
+#               once on every core and reused by every mode; modes sequential
+#               and oa best of 2, whole where the data fits the budget, cpu
+#               only at the smallest size: its time grows linearly with the
+#               elements, so the summary scales it); then pinned staging
+#               against registration at 2x and 8x. Sizes run smallest first,
+#               both workloads in turn; a step the time limit cannot hold is
+#               listed as not run, with the call that runs what is left.
+# Without a GPU (no nvidia-smi, or it cannot query one) every step that needs
+# none still runs; the GPU steps are listed as not run (no GPU).
+#
+# Results go to $OUT when set, else bench/results/<date>-<gpu>/, as at most
+# seven files: summary.txt (steps with status and seconds, the benchmark
+# table), gpu_check.log (the console), bench.jsonl, bench_staging_pinned.jsonl,
+# bandwidth.jsonl, logs-<phase>.tar.gz (raw logs: ctest, sanitizers, each
+# step's output). A failing step is recorded and the next one runs anyway.
+# Exit status: 0 every step passed; 1 a step failed or did not fit the time
+# limit; 3 no GPU here, and every step that needs none passed; 2 bad usage.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -17,25 +46,30 @@ cd "$repo"
 
 budget=$((4 * 1024 ** 3))  # the device budget of the oa-bench runs: 4 GiB
 budget_text=4GiB
-bench_repeat=3             # best of 3: a stage's first run also compiles its kernel
+bench_repeat=2             # best of 2: a stage's first run also compiles its kernel
 build=build/gpu
+all_workloads=(blackscholes haversine)
+all_sizes=(1/4 1/2 1 2 4 8)  # data as fractions of the budget
+staging_sizes=(2 8)
+declare -A bytes_per_element=([blackscholes]=56 [haversine]=24)  # 7 and 3 arrays of doubles
 
 # Prints, per workload and size, the seconds of each mode, oa's overlap and
 # speedups, and oa's copy-in throughput against the measured pinned peak.
 summarize() {
-  local dir=$1 bench=$1/bench.jsonl bandwidth=$1/bandwidth.jsonl
+  local dir=$1 bench=$1/bench.jsonl bandwidth=$1/bandwidth.jsonl staging=$1/bench_staging_pinned.jsonl
   echo
-  echo "== summary of $dir"
+  echo "== benchmarks in $dir"
   if [[ ! -s "$bench" ]]; then
     echo "no benchmark records in $bench"
     return 0
   fi
   [[ -f "$bandwidth" ]] || bandwidth=/dev/null
+  [[ -f "$staging" ]] || staging=/dev/null
   if command -v python3 >/dev/null 2>&1; then
-    python3 - "$bench" "$bandwidth" "$budget" <<'PY'
+    python3 - "$bench" "$bandwidth" "$staging" "$budget" <<'PY'
 import json, sys
 
-bench_path, bandwidth_path, budget = sys.argv[1], sys.argv[2], int(sys.argv[3])
+bench_path, bandwidth_path, staging_path, budget = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 
 def records(path):
     out = []
@@ -53,30 +87,53 @@ peak = None
 for r in records(bandwidth_path):  # the last measurement wins
     peak = r.get("results", {}).get("h2d_pinned", {}).get("best_gbps", peak)
 
-runs = {}  # (workload, elements) -> mode -> record; later records replace earlier ones
-for r in records(bench_path):
-    runs.setdefault((r["workload"], r["elements"]), {})[r["mode"]] = r
+def by_size(path):
+    runs = {}  # (workload, elements) -> mode -> record; later records replace earlier ones
+    for r in records(path):
+        runs.setdefault((r["workload"], r["elements"]), {})[r["mode"]] = r
+    return runs
+
+def ok(r):
+    return r is not None and not r.get("error") and r.get("seconds") is not None
 
 def secs(r):
     if r is None:
         return "-"
-    if r.get("error"):
-        return "failed"
-    return "%.3f" % r["seconds"] if r.get("seconds") is not None else "-"
+    return "%.3f" % r["seconds"] if ok(r) else "failed"
 
-def ratio(a, b):
-    if not a or not b or a.get("seconds") is None or b.get("seconds") is None or a.get("error") or b.get("error"):
+def ratio(a, b_seconds, mark=""):
+    if not ok(a) or not b_seconds:
         return "-"
-    return "%.2fx" % (b["seconds"] / a["seconds"])
+    return "%s%.2fx" % (mark, b_seconds / a["seconds"])
 
-header = ["workload", "elements", "data/budget", "cpu s", "sequential s", "whole s", "oa s", "oa overlap",
-          "oa vs cpu", "oa vs seq", "oa h2d GB/s", "of pinned peak"]
+def table(header, rows):
+    width = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    for n, r in enumerate([header] + rows):
+        print("  ".join(c.ljust(width[i]) if i == 0 else c.rjust(width[i]) for i, c in enumerate(r)).rstrip())
+        if n == 0:
+            print("-" * (sum(width) + 2 * (len(width) - 1)))
+
+runs = by_size(bench_path)
+# Single-threaded plain Eigen streams through the arrays: its time grows
+# linearly with the elements, so one measured size gives the others.
+cpu_rate = {}
+for (workload, elements), modes in sorted(runs.items()):
+    if ok(modes.get("cpu")):
+        cpu_rate[workload] = (modes["cpu"]["seconds"] / elements, elements)
+
 rows = []
+scaled = False
 for (workload, elements), modes in sorted(runs.items()):
     oa = modes.get("oa")
     any_rec = next(iter(modes.values()))
+    cpu = modes.get("cpu")
+    cpu_text, cpu_seconds, mark = secs(cpu), cpu["seconds"] if ok(cpu) else None, ""
+    if cpu is None and workload in cpu_rate:
+        cpu_seconds, mark = cpu_rate[workload][0] * elements, "~"
+        cpu_text, scaled = "~%.3f" % cpu_seconds, True
+    seq = modes.get("sequential")
     overlap = h2d = share = "-"
-    if oa and not oa.get("error"):
+    if ok(oa):
         if oa.get("overlap_efficiency") is not None:
             overlap = "%.2f" % oa["overlap_efficiency"]
         if oa.get("h2d_seconds"):
@@ -84,16 +141,27 @@ for (workload, elements), modes in sorted(runs.items()):
             h2d = "%.2f" % gbps
             if peak:
                 share = "%.0f%%" % (100 * gbps / peak)
-    rows.append([workload, str(elements), "%.3gx" % (any_rec["data_bytes"] / budget), secs(modes.get("cpu")),
-                 secs(modes.get("sequential")), secs(modes.get("whole")), secs(oa), overlap,
-                 ratio(oa, modes.get("cpu")), ratio(oa, modes.get("sequential")), h2d, share])
-
-width = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
-for n, r in enumerate([header] + rows):
-    print("  ".join(c.ljust(width[i]) if i == 0 else c.rjust(width[i]) for i, c in enumerate(r)).rstrip())
-    if n == 0:
-        print("-" * (sum(width) + 2 * (len(width) - 1)))
+    rows.append([workload, str(elements), "%.3gx" % (any_rec["data_bytes"] / budget), cpu_text, secs(seq),
+                 secs(modes.get("whole")), secs(oa), overlap, ratio(oa, cpu_seconds, mark),
+                 ratio(oa, seq["seconds"] if ok(seq) else None), h2d, share])
+table(["workload", "elements", "data/budget", "cpu s", "sequential s", "whole s", "oa s", "oa overlap",
+       "oa vs cpu", "oa vs seq", "oa h2d GB/s", "of pinned peak"], rows)
+if scaled:
+    print("~: cpu seconds scaled from the cpu run at " +
+          ", ".join("%s %d elements" % (w, e) for w, (_, e) in sorted(cpu_rate.items())))
 print("pinned host-to-device peak (oa-bandwidth, best): " + ("%.2f GB/s" % peak if peak else "not measured"))
+
+staging_runs = by_size(staging_path)
+if staging_runs:
+    print()
+    print("host memory: staging through pinned buffers (OA_CUDA_STAGING=pinned) against registering the arrays")
+    rows = []
+    for (workload, elements), modes in sorted(staging_runs.items()):
+        registered = runs.get((workload, elements), {}).get("oa")
+        pinned = modes.get("oa")
+        rows.append([workload, str(elements), secs(registered), secs(pinned),
+                     ratio(registered, pinned["seconds"] if ok(pinned) else None)])
+    table(["workload", "elements", "oa registered s", "oa pinned staging s", "registered vs staging"], rows)
 PY
   elif command -v jq >/dev/null 2>&1; then
     local peak
@@ -122,148 +190,307 @@ PY
   fi
 }
 
-if [[ "${1:-}" == "--summary" ]]; then
-  [[ $# -eq 2 && -d "$2" ]] || { echo "usage: $0 [--summary RESULTS_DIR]" >&2; exit 2; }
-  summarize "$2"
-  exit 0
-fi
-if [[ $# -ne 0 ]]; then
-  echo "usage: $0 [--summary RESULTS_DIR]" >&2
+usage() {
+  echo "usage: $0 [--phase all|build-test|bench] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
+    "[--sizes LIST]" >&2
+  echo "       $0 --summary RESULTS_DIR" >&2
   exit 2
-fi
-
-if ! command -v nvidia-smi >/dev/null 2>&1; then
-  echo "gpu_check: nvidia-smi not found: this script is for a machine with an NVIDIA GPU and its driver" >&2
-  exit 2
-fi
-if ! gpu_names=$(nvidia-smi --query-gpu=name --format=csv,noheader); then
-  echo "gpu_check: nvidia-smi cannot query the GPU (is the driver loaded?)" >&2
-  exit 2
-fi
-gpu_name=${gpu_names%%$'\n'*}
-slug=$(printf '%s' "$gpu_name" | tr '[:upper:] ' '[:lower:]-' | tr -cd 'a-z0-9._-')
-
-dir=${OUT:-bench/results/$(date -u +%Y-%m-%d)-${slug:-gpu}}
-mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
-exec > >(tee -a "$dir/gpu_check.log") 2>&1
-
-failures=()
-
-# step NAME COMMAND...: runs a step, records its failure and goes on.
-step() {
-  local name=$1 rc=0
-  shift
-  echo
-  echo "== $name"
-  if [[ "$1" == logged ]]; then
-    echo "\$ ${*:3}    (output also in $2)"
-  else
-    echo "\$ $*"
-  fi
-  "$@" || rc=$?
-  if ((rc != 0)); then
-    echo "gpu_check: FAILED (exit $rc): $name"
-    failures+=("$name (exit $rc)")
-  fi
-  return 0
 }
 
-# logged FILE COMMAND...: runs the command with its output also saved to FILE.
-logged() {
-  local file=$1
-  shift
-  "$@" 2>&1 | tee "$file"
+phase=all
+time_limit=
+workloads=("${all_workloads[@]}")
+sizes=("${all_sizes[@]}")
+while (($#)); do
+  case $1 in
+    --summary)
+      [[ $# -eq 2 && -d "$2" ]] || usage
+      summarize "$2"
+      exit 0
+      ;;
+    --phase)
+      [[ $# -ge 2 && "$2" =~ ^(all|build-test|bench)$ ]] || usage
+      phase=$2
+      shift 2
+      ;;
+    --build)
+      [[ $# -ge 2 && -n "$2" ]] || usage
+      build=$2
+      shift 2
+      ;;
+    --time-limit)
+      [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || usage
+      time_limit=$2
+      shift 2
+      ;;
+    --workloads)
+      [[ $# -ge 2 ]] || usage
+      IFS=, read -r -a workloads <<<"$2"
+      for w in "${workloads[@]}"; do [[ -n "${bytes_per_element[$w]:-}" ]] || usage; done
+      shift 2
+      ;;
+    --sizes)
+      [[ $# -ge 2 ]] || usage
+      IFS=, read -r -a sizes <<<"$2"
+      for s in "${sizes[@]}"; do [[ "$s" =~ ^[0-9]+(/[0-9]+)?$ ]] || usage; done
+      shift 2
+      ;;
+    *) usage ;;
+  esac
+done
+if [[ -z "$time_limit" ]]; then
+  [[ $phase == all ]] && time_limit=0 || time_limit=540
+fi
+
+# The GPU, or why there is none: the build and the tests that need no GPU run either way.
+gpu_name='' no_gpu=''
+if ! command -v nvidia-smi >/dev/null 2>&1; then
+  no_gpu="nvidia-smi not found"
+elif ! gpu_names=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>&1); then
+  no_gpu="nvidia-smi cannot query a GPU: ${gpu_names%%$'\n'*}"
+else
+  gpu_name=${gpu_names%%$'\n'*}
+fi
+slug=$(printf '%s' "${gpu_name:-no-gpu}" | tr '[:upper:] ' '[:lower:]-' | tr -cd 'a-z0-9._-')
+
+dir=${OUT:-bench/results/$(date -u +%Y-%m-%d)-$slug}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+raw=$dir/raw-$phase  # packed into logs-$phase.tar.gz at the end
+rm -rf "$raw"
+mkdir -p "$raw"
+exec > >(tee -a "$dir/gpu_check.log") 2>&1
+
+# The dependency bundle, for this script's builds and the nested ones of the tests.
+bundle=${OA_DEPS_BUNDLE:-$repo/.deps}
+if [[ -f "$bundle/BUNDLE.txt" ]]; then
+  export CMAKE_PREFIX_PATH="$bundle${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+fi
+
+failures=() not_run=() step_lines=()
+deadline=$((time_limit > 0 ? SECONDS + time_limit : 0))
+
+# record STATUS SECONDS NAME: one line of the step table in summary.txt.
+record() {
+  step_lines+=("$(printf '%-8s %7s  %s' "$1" "$2" "$3")")
+}
+
+# skip NAME WHY: a step that is not run (no GPU, or no time left).
+skip() {
+  echo
+  echo "== $1"
+  echo "gpu_check: NOT RUN: $2"
+  not_run+=("$1 ($2)")
+  record "not run" - "$1 ($2)"
+}
+
+# step NAME LOG COMMAND...: runs the command within the phase's time left,
+# its output shown and saved to raw/LOG.log; a failure is recorded and the
+# script goes on. NEED=S in the environment: the seconds the step is
+# expected to take; it is not started when fewer are left.
+step() {
+  local name=$1 log=$raw/$2.log rc=0 t0=$SECONDS limit=()
+  shift 2
+  if ((deadline)); then
+    local left=$((deadline - SECONDS))
+    if ((left < ${NEED:-30})); then
+      skip "$name" "${left} s of the phase's time limit left, needs ~${NEED:-30} s"
+      return 0
+    fi
+    limit=(timeout -k 10 "$left")
+  fi
+  echo
+  echo "== $name"
+  echo "\$ $*"
+  { "${limit[@]}" "$@" 2>&1; } | tee "$log" || rc=$?
+  local took=$((SECONDS - t0))
+  if ((rc == 0)); then
+    record passed "$took" "$name"
+  elif ((deadline && (rc == 124 || rc == 137))); then
+    echo "gpu_check: FAILED: $name was stopped by the phase's time limit after $took s"
+    failures+=("$name (stopped by the time limit)")
+    record "timeout" "$took" "$name"
+  else
+    echo "gpu_check: FAILED (exit $rc): $name"
+    failures+=("$name (exit $rc)")
+    record failed "$took" "$name"
+  fi
 }
 
 # needs FILE NAME: a step whose binary was not built fails without running.
 needs() {
-  if [[ ! -x "$1" ]]; then
+  [[ -x "$1" ]] && return 0
+  echo
+  echo "== $2"
+  echo "gpu_check: FAILED: $1 was not built"
+  failures+=("$2 (not built)")
+  record failed - "$2 ($1 not built)"
+  return 1
+}
+
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo 'unknown commit')
+echo "gpu_check: phase $phase, $(date -u +%Y-%m-%dT%H:%M:%SZ), oa at $commit, results in $dir"
+if ((time_limit)); then
+  echo "gpu_check: time limit ${time_limit} s for the phase"
+fi
+if [[ -n "$no_gpu" ]]; then
+  echo "gpu_check: NO GPU here ($no_gpu): the build and the tests that need no GPU run; the GPU steps are" \
+    "listed as not run. Run this on a machine with an NVIDIA GPU and its driver for the full check."
+else
+  echo "gpu_check: GPU: $gpu_name"
+  nvidia-smi >"$raw/nvidia-smi.txt" 2>&1 || true
+fi
+if [[ -n "${CMAKE_PREFIX_PATH:-}" ]]; then
+  echo "gpu_check: CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH"
+fi
+
+# --- configure and build (every phase: a no-op when the build is up to date) ---
+NEED=10 step "dependencies" deps bash .ci/deps.sh
+NEED=60 step "configure" configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOA_ENABLE_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES="80;90"
+if [[ $phase == bench ]]; then
+  NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench oa-bandwidth
+else
+  NEED=120 step "build" build cmake --build "$build" -j "$(nproc)"
+fi
+
+# --- phase build-test: every test, then the GPU tests under compute-sanitizer ---
+if [[ $phase != bench ]]; then
+  if [[ -n "$no_gpu" ]]; then
     echo
-    echo "== $2"
-    echo "gpu_check: FAILED: $1 was not built"
-    failures+=("$2 (not built)")
-    return 1
+    echo "gpu_check: no GPU: the tests labelled gpu report Skipped"
+    NEED=120 step "tests (no GPU)" ctest ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --no-tests=error
+  else
+    NEED=120 step "tests" ctest env OA_TEST_REQUIRE_GPU=1 \
+      ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --no-tests=error
+  fi
+  [[ -f "$build/Testing/Temporary/LastTest.log" ]] && cp "$build/Testing/Temporary/LastTest.log" "$raw/"
+
+  # The executables of the tests labelled gpu.
+  sanitizer=/usr/local/cuda/bin/compute-sanitizer
+  [[ -x "$sanitizer" ]] || sanitizer=$(command -v compute-sanitizer || true)
+  gpu_tests=()
+  if listing=$(ctest --test-dir "$build" -L gpu -N --no-tests=error 2>&1); then
+    mapfile -t gpu_tests < <(sed -n 's/^ *Test *#[0-9]*: *\([^ ]*\).*/\1/p' <<<"$listing")
+  fi
+  if ((${#gpu_tests[@]} == 0)); then
+    echo
+    echo "gpu_check: FAILED: no test carries the CTest label gpu in $build"
+    failures+=("compute-sanitizer (no gpu tests)")
+    record failed - "compute-sanitizer (no test labelled gpu)"
+  elif [[ -n "$no_gpu" ]]; then
+    for t in "${gpu_tests[@]}"; do
+      skip "memcheck, racecheck $t" "no GPU"
+    done
+  elif [[ -z "$sanitizer" ]]; then
+    echo
+    echo "gpu_check: FAILED: compute-sanitizer not found (neither /usr/local/cuda/bin nor PATH)"
+    failures+=("compute-sanitizer (not found)")
+    record failed - "compute-sanitizer (not found)"
+  else
+    for t in "${gpu_tests[@]}"; do
+      for tool in memcheck racecheck; do
+        needs "$build/tests/$t" "$tool $t" || continue
+        NEED=60 step "$tool $t" "sanitizer-$tool-$t" env OA_TEST_REQUIRE_GPU=1 \
+          "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/$t"
+      done
+    done
+  fi
+fi
+
+# --- phase bench: bandwidth and benchmarks ---
+# bench_step NAME LOG N COMMAND...: an oa-bench step of N elements. Its
+# expected seconds come from the workload's last step, scaled by the elements.
+declare -A seconds_per_element=()
+bench_step() {
+  local name=$1 log=$2 workload=$3 n=$4 t0=$SECONDS need=30
+  shift 4
+  if [[ -n "${seconds_per_element[$workload]:-}" ]]; then
+    need=$(awk -v r="${seconds_per_element[$workload]}" -v n="$n" 'BEGIN { printf "%d", r * n * 1.2 + 5 }')
+  fi
+  NEED=$need step "$name" "$log" "$@"
+  if ((SECONDS - t0 > 0)) && [[ -f "$raw/$log.log" ]]; then
+    seconds_per_element[$workload]=$(awk -v s="$((SECONDS - t0))" -v n="$n" 'BEGIN { printf "%.6g", s / n }')
   fi
 }
 
-echo "gpu_check: $(date -u +%Y-%m-%dT%H:%M:%SZ), results in $dir"
-echo "gpu_check: oa at $(git rev-parse --short HEAD 2>/dev/null || echo 'unknown commit')"
-step "nvidia-smi" logged "$dir/nvidia-smi.txt" nvidia-smi
-
-step "dependencies" bash .ci/deps.sh
-step "configure" cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOA_ENABLE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="80;90"
-step "build" cmake --build "$build" -j "$(nproc)"
-
-step "tests" logged "$dir/ctest.log" env OA_TEST_REQUIRE_GPU=1 ctest --test-dir "$build" --output-on-failure -j4
-
-# The GPU tests under compute-sanitizer: the executables of the tests labelled gpu.
-sanitizer=/usr/local/cuda/bin/compute-sanitizer
-[[ -x "$sanitizer" ]] || sanitizer=$(command -v compute-sanitizer || true)
-gpu_tests=()
-if listing=$(ctest --test-dir "$build" -L gpu -N); then
-  mapfile -t gpu_tests < <(sed -n 's/^ *Test *#[0-9]*: *\([^ ]*\).*/\1/p' <<<"$listing")
-fi
-if [[ -z "$sanitizer" ]]; then
-  echo
-  echo "gpu_check: FAILED: compute-sanitizer not found (neither /usr/local/cuda/bin nor PATH)"
-  failures+=("compute-sanitizer (not found)")
-elif ((${#gpu_tests[@]} == 0)); then
-  echo
-  echo "gpu_check: FAILED: no test carries the CTest label gpu in $build"
-  failures+=("compute-sanitizer (no gpu tests)")
-else
-  for t in "${gpu_tests[@]}"; do
-    for tool in memcheck racecheck; do
-      needs "$build/tests/$t" "$tool $t" || continue
-      step "$tool $t" logged "$dir/sanitizer-$tool-$t.log" env OA_TEST_REQUIRE_GPU=1 \
-        "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/$t"
-    done
-  done
-fi
-
-if needs "$build/bench/oa-bandwidth" "bandwidth"; then
-  step "bandwidth" "$build/bench/oa-bandwidth" --bytes 1GiB --repeat 10 --json "$dir/bandwidth.jsonl"
-fi
-
-# Data sizes as fractions of the budget; the all-at-once baseline (whole)
-# only where the data fits the budget.
-declare -A bytes_per_element=([blackscholes]=56 [haversine]=24)  # 7 and 3 arrays of doubles
-if needs "$build/bench/oa-bench" "oa-bench"; then
-  for workload in blackscholes haversine; do
-    for fraction in 1/4 1/2 1/1 2/1 4/1 8/1; do
-      num=${fraction%/*} den=${fraction#*/}
-      n=$((num * budget / (den * bytes_per_element[$workload])))
-      size="data ${fraction%/1}x budget, $n elements"
-      common=(--workload "$workload" --elements "$n" --device cuda --device-memory "$budget_text" --verify
-              --repeat "$bench_repeat" --json "$dir/bench.jsonl")
-      step "oa-bench $workload ($size)" \
-        "$build/bench/oa-bench" "${common[@]}" --mode cpu,sequential,oa
-      if ((num < den)); then
-        step "oa-bench $workload whole ($size)" \
-          "$build/bench/oa-bench" "${common[@]}" --mode whole
+if [[ $phase != build-test ]]; then
+  if [[ -n "$no_gpu" ]]; then
+    skip "bandwidth" "no GPU"
+    skip "oa-bench on the GPU (${workloads[*]}, data ${sizes[*]} x budget)" "no GPU"
+  else
+    if needs "$build/bench/oa-bandwidth" "bandwidth"; then
+      NEED=60 step "bandwidth" bandwidth "$build/bench/oa-bandwidth" --bytes 1GiB --repeat 10 \
+        --json "$dir/bandwidth.jsonl"
+    fi
+    if needs "$build/bench/oa-bench" "oa-bench"; then
+      cut_short=()
+      for fraction in "${sizes[@]}"; do
+        num=${fraction%/*} den=1
+        [[ $fraction == */* ]] && den=${fraction#*/}
+        for workload in "${workloads[@]}"; do
+          n=$((num * budget / (den * bytes_per_element[$workload])))
+          modes=sequential,oa
+          ((num < den)) && modes=sequential,whole,oa  # the all-at-once baseline where the data fits
+          [[ $fraction == "${all_sizes[0]}" ]] && modes=cpu,$modes
+          before=${#not_run[@]}
+          bench_step "oa-bench $workload (data ${fraction}x budget, $n elements, $modes)" \
+            "bench-$workload-${fraction/\//_}x" "$workload" "$n" \
+            "$build/bench/oa-bench" --workload "$workload" --elements "$n" --device cuda \
+            --device-memory "$budget_text" --verify --repeat "$bench_repeat" --mode "$modes" \
+            --json "$dir/bench.jsonl"
+          ((${#not_run[@]} == before)) || cut_short+=("--workloads $workload --sizes $fraction")
+        done
+      done
+      # Host memory: pinning each stage's arrays (register, the default)
+      # against copying through pinned staging buffers.
+      for fraction in "${staging_sizes[@]}"; do
+        [[ " ${sizes[*]} " == *" $fraction "* && " ${workloads[*]} " == *" blackscholes "* ]] || continue
+        n=$((fraction * budget / bytes_per_element[blackscholes]))
+        before=${#not_run[@]}
+        bench_step "oa-bench blackscholes staging=pinned (data ${fraction}x budget, $n elements)" \
+          "bench-staging-pinned-${fraction}x" blackscholes "$n" \
+          env OA_CUDA_STAGING=pinned "$build/bench/oa-bench" --workload blackscholes --elements "$n" \
+          --device cuda --device-memory "$budget_text" --verify --repeat "$bench_repeat" --mode oa \
+          --json "$dir/bench_staging_pinned.jsonl"
+        ((${#not_run[@]} == before)) || cut_short+=("(staging) --workloads blackscholes --sizes $fraction")
+      done
+      if ((${#cut_short[@]})); then
+        echo
+        echo "gpu_check: the time limit left out these runs; run them with bench/gpu_check.sh --phase bench and:"
+        printf '  %s\n' "${cut_short[@]}"
       fi
-    done
-  done
-  # Host memory: pinning each stage's arrays (register, the default) against
-  # copying through pinned staging buffers, side by side at 2x and 8x.
-  for fraction in 2 8; do
-    n=$((fraction * budget / bytes_per_element[blackscholes]))
-    step "oa-bench blackscholes staging=pinned (data ${fraction}x budget)" \
-      env OA_CUDA_STAGING=pinned "$build/bench/oa-bench" --workload blackscholes --elements "$n" --device cuda \
-      --device-memory "$budget_text" --verify --repeat "$bench_repeat" --mode sequential,oa \
-      --json "$dir/bench_staging_pinned.jsonl"
-  done
+    fi
+  fi
 fi
 
-summarize "$dir"
+# --- summary.txt, and the raw logs packed into one file ---
+{
+  echo "gpu_check phase $phase: $(date -u +%Y-%m-%dT%H:%M:%SZ), oa $commit, ${gpu_name:-no GPU ($no_gpu)}," \
+    "$SECONDS s"
+  echo "status   seconds  step"
+  printf '%s\n' "${step_lines[@]}"
+  [[ $phase == build-test ]] || summarize "$dir"
+  echo
+} | tee -a "$dir/summary.txt"
+
+tar -C "$raw" -czf "$dir/logs-$phase.tar.gz" .
+rm -rf "$raw"
 
 echo
+echo "gpu_check: phase $phase took $SECONDS s; results in $dir (summary.txt, logs-$phase.tar.gz)"
 if ((${#failures[@]})); then
   echo "gpu_check: ${#failures[@]} step(s) FAILED:"
   printf '  %s\n' "${failures[@]}"
-  echo "gpu_check: results and logs in $dir"
   exit 1
 fi
-echo "gpu_check: every step passed; results and logs in $dir"
+if [[ -n "$no_gpu" ]]; then
+  echo "gpu_check: NO GPU ($no_gpu): every step that needs no GPU passed; ${#not_run[@]} GPU step(s) not run"
+  exit 3
+fi
+if ((${#not_run[@]})); then
+  echo "gpu_check: ${#not_run[@]} step(s) NOT RUN within the time limit:"
+  printf '  %s\n' "${not_run[@]}"
+  exit 1
+fi
+echo "gpu_check: every step passed"

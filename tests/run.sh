@@ -5,6 +5,11 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash .ci/deps.sh
+# The dependency bundle of bench/bundle_deps.sh, when there is one (offline machines).
+bundle=${OA_DEPS_BUNDLE:-$PWD/.deps}
+if [[ -f "$bundle/BUNDLE.txt" ]]; then
+  export CMAKE_PREFIX_PATH="$bundle${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+fi
 cmake --preset release
 cmake --build --preset release -j"$(nproc)"
 exec ctest --preset release -j"$(nproc)"
