@@ -291,6 +291,7 @@ skip() {
 step() {
   local name=$1 log=$raw/$2.log rc=0 t0=$SECONDS limit=()
   shift 2
+  last_rc=
   if ((deadline)); then
     local left=$((deadline - SECONDS))
     if ((left < ${NEED:-30})); then
@@ -304,6 +305,7 @@ step() {
   echo "\$ $*"
   { "${limit[@]}" "$@" 2>&1; } | tee "$log" || rc=$?
   local took=$((SECONDS - t0))
+  last_rc=$rc
   if ((rc == 0)); then
     record passed "$took" "$name"
   elif ((deadline && (rc == 124 || rc == 137))); then
@@ -399,8 +401,9 @@ if [[ $phase != bench ]]; then
 fi
 
 # --- phase bench: bandwidth and benchmarks ---
-# bench_step NAME LOG N COMMAND...: an oa-bench step of N elements. Its
-# expected seconds come from the workload's last step, scaled by the elements.
+# bench_step NAME LOG WORKLOAD N COMMAND...: an oa-bench step of N elements.
+# Its expected seconds come from the workload's last step that passed, scaled
+# by the elements.
 declare -A seconds_per_element=()
 bench_step() {
   local name=$1 log=$2 workload=$3 n=$4 t0=$SECONDS need=30
@@ -409,7 +412,7 @@ bench_step() {
     need=$(awk -v r="${seconds_per_element[$workload]}" -v n="$n" 'BEGIN { printf "%d", r * n * 1.2 + 5 }')
   fi
   NEED=$need step "$name" "$log" "$@"
-  if ((SECONDS - t0 > 0)) && [[ -f "$raw/$log.log" ]]; then
+  if [[ "$last_rc" == 0 ]] && ((SECONDS - t0 > 0)); then
     seconds_per_element[$workload]=$(awk -v s="$((SECONDS - t0))" -v n="$n" 'BEGIN { printf "%.6g", s / n }')
   fi
 }
