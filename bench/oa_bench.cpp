@@ -47,6 +47,8 @@ constexpr double tolerance = 1e-9;
 struct options {
   std::string workload;
   std::size_t elements = 0;
+  // device, device_memory, streams and link_gbps: the configuration's
+  // (OA_CONFIG, OA_*) unless given on the command line; `origin` says which.
   std::string device = "auto";
   std::size_t device_memory = 0;
   std::vector<std::string> modes{"cpu", "sequential", "oa"};
@@ -57,6 +59,7 @@ struct options {
   std::string json;
   int repeat = 1;
   bool demo = false;
+  oa::config_origin origin;
 };
 
 struct mode_result {
@@ -199,13 +202,15 @@ void configure(const options& opt, const std::string& mode, std::size_t whole_bu
   c.link_gbps = opt.link_gbps;
   c.sequential = mode == "sequential" || mode == "whole";
   c.chunk_bytes = 0;
+  oa::config_origin origin = opt.origin;
   if (mode == "whole") {
     c.device_memory = whole_budget;
+    origin.set("device_memory", "mode whole's budget");
     // The planner sizes chunks for every stream of the pipeline even when
     // sequential; one stream lets a single chunk take the whole budget.
     c.streams = 1;
   }
-  oa::set_config(c);
+  oa::set_config(c, origin);
 }
 
 /// Device bytes per element the workload's stages need on the configured
@@ -225,7 +230,7 @@ std::size_t device_bytes_per_element(const options& opt, const workload_spec& w)
   c.host_threshold = 0;  // the probe is small: keep it on the device anyway
   std::size_t per_element = 0;
   try {
-    oa::set_config(c);
+    oa::set_config(c, opt.origin);
     std::vector<array> in = oa_bench::make_inputs(w, probe_elements, opt.seed);
     std::optional<double> unused;
     oa::clear_reports();
@@ -236,11 +241,11 @@ std::size_t device_bytes_per_element(const options& opt, const workload_spec& w)
         per_element = std::max(per_element, (s.bytes_per_unit * s.units + probe_elements - 1) / probe_elements);
   } catch (...) {
     oa::clear_reports();
-    oa::set_config(saved);
+    oa::set_config(saved, opt.origin);
     throw;
   }
   oa::clear_reports();
-  oa::set_config(saved);
+  oa::set_config(saved, opt.origin);
   return per_element;
 }
 
@@ -250,7 +255,7 @@ std::size_t default_budget(const options& opt) {
   oa::config c = oa::current_config();
   c.device = opt.device;
   c.device_memory = 0;
-  oa::set_config(c);
+  oa::set_config(c, opt.origin);
   return oa::current_device().memory_budget();
 }
 
@@ -551,6 +556,7 @@ bool demo_section(options& opt, const char* device, std::size_t budget, double l
   opt.device = device;
   opt.device_memory = budget;
   opt.link_gbps = link_gbps;
+  for (const char* key : {"device", "device_memory", "link_gbps"}) opt.origin.set(key, "--demo");
   opt.modes = std::move(modes);
   bool ok = true;
   for (const char* w : {"blackscholes", "haversine"}) {
@@ -636,14 +642,14 @@ int main(int argc, char** argv) {
   app.add_option("--elements", opt.elements,
                  "elements per array: 16777216, 2^24, 16Mi (binary) or 16M (decimal)")
       ->transform(count_validator());
-  app.add_option("--device", opt.device, "device of modes oa, sequential and whole (auto: the best this build has)")
-      ->check(CLI::IsMember({"auto", "host", "emulated", "cuda"}))
-      ->capture_default_str();
+  app.add_option("--device", opt.device,
+                 "device of modes oa, sequential and whole: auto (the best this build has), host, emulated or "
+                 "cuda; overrides OA_DEVICE (default: OA_DEVICE, else auto)");
   app.add_option(
          "--device-memory", opt.device_memory,
-         "device memory budget in bytes, suffixes allowed (64MiB, 1.5GiB, 2GB); 0 = the device's default")
-      ->transform(bytes_validator())
-      ->capture_default_str();
+         "device memory budget in bytes, suffixes allowed (64MiB, 1.5GiB, 2GB); 0 = the device's default; "
+         "overrides OA_DEVICE_MEMORY (default: OA_DEVICE_MEMORY, else 0)")
+      ->transform(bytes_validator());
   app.add_option(
          "--mode", opt.modes,
          "comma-separated modes, run side by side in the order cpu, sequential, whole, oa: cpu (plain Eigen), "
@@ -652,14 +658,12 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"oa", "cpu", "sequential", "whole"}))
       ->capture_default_str();
-  app.add_option("--streams", opt.streams, "streams of mode oa; 0 = the device's default (whole uses 1)")
-      ->check(CLI::Range(0, 1024))
-      ->capture_default_str();
+  app.add_option("--streams", opt.streams,
+                 "streams of mode oa, 1-64; 0 = the device's default (whole uses 1); overrides OA_STREAMS "
+                 "(default: OA_STREAMS, else 0)");
   app.add_option("--link-gbps", opt.link_gbps,
                  "emulated link bandwidth in GB/s (1e9 bytes/s) per direction; 0 = unthrottled (emulated "
-                 "device only)")
-      ->check(CLI::NonNegativeNumber)
-      ->capture_default_str();
+                 "device only); overrides OA_LINK_GBPS (default: OA_LINK_GBPS, else 0)");
   app.add_option("--seed", opt.seed, "seed of the random inputs (std::mt19937_64)")->capture_default_str();
   app.add_flag("--verify", opt.verify,
                "compare every oa/sequential/whole output with the cpu result; exit 1 past 1e-9");
@@ -676,18 +680,37 @@ int main(int argc, char** argv) {
       "moved = bytes copied host to device plus device to host; overlap = max(copy-in, compute, copy-out "
       "busy\n"
       "seconds) / seconds; vs cpu = cpu seconds / seconds; max_rel_error = max |x - ref| / max(|ref|, "
-      "1e-300)\n"
+      "1)\n"
       "against the cpu result (crime: of the sum). A whole run the device cannot hold at once is listed as "
       "failed\n"
-      "with oa's message. Exit status: 0 ok, 1 a verified error above 1e-9 or a failed whole run, 2 a run "
-      "that\n"
-      "cannot be made (e.g. --device cuda in a build without CUDA), CLI11's codes for bad options.");
+      "with oa's message. --device, --device-memory, --streams and --link-gbps default to the configuration\n"
+      "(OA_DEVICE, OA_DEVICE_MEMORY, OA_STREAMS, OA_LINK_GBPS, or OA_CONFIG's file) and win over it.\n"
+      "Exit status: 0 ok, 1 a verified error above 1e-9 or a failed whole run, 2 a configuration error (a bad\n"
+      "OA_* value or option, --device cuda without a usable GPU) or another run that cannot be made, CLI11's\n"
+      "codes for options it cannot read.");
   CLI11_PARSE(app, argc, argv);
 
   if (!opt.demo && (opt.workload.empty() || opt.elements == 0))
     return app.exit(CLI::RequiredError("--workload and --elements (or --demo)"));
 
   try {
+    // The configuration's values are the defaults; options given win, and
+    // are checked as every other source is.
+    oa::config c = oa::config::from_environment(&opt.origin);
+    const auto take = [&](const char* option, const char* key, auto& option_value, auto& config_value) {
+      if (app.count(option) > 0) {
+        config_value = option_value;
+        opt.origin.set(key, option);
+      } else {
+        option_value = config_value;
+      }
+    };
+    take("--device", "device", opt.device, c.device);
+    take("--device-memory", "device_memory", opt.device_memory, c.device_memory);
+    take("--streams", "streams", opt.streams, c.streams);
+    take("--link-gbps", "link_gbps", opt.link_gbps, c.link_gbps);
+    oa::validate(c, opt.origin);
+
     std::optional<json_sink> sink;
     if (!opt.json.empty()) sink.emplace(opt.json);
     const bool ok =

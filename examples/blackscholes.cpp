@@ -10,7 +10,7 @@
 
 #include "workloads.hpp"
 
-int main() {
+int main() try {
   using Eigen::ArrayXd;
   const Eigen::Index n = 1 << 22;
   const ArrayXd price = 30.0 + 20.0 * ArrayXd::Random(n), strike = 30.0 + 20.0 * ArrayXd::Random(n),
@@ -25,4 +25,10 @@ int main() {
   std::printf("call[0] = %.6f, put[0] = %.6f\n", c[0], p[0]);
   std::printf("device %s: %zu chunks on %d streams, %.3f s, peak device memory %zu bytes\n", r.device.c_str(),
               r.chunks, r.streams, r.seconds, r.peak_device_bytes);
+} catch (const oa::config_error& e) {  // a bad OA_* setting, or OA_DEVICE=cuda without a usable GPU
+  std::fprintf(stderr, "%s\n", e.what());
+  return 2;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "%s\n", e.what());
+  return 1;
 }

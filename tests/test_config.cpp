@@ -1,16 +1,24 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "oa/core/config.hpp"
 #include "oa/core/error.hpp"
+#include "oa/core/runtime.hpp"
+#if defined(OA_HAS_CUDA)
+#include "oa/cuda/device.hpp"
+#endif
 
 namespace {
 
@@ -221,7 +229,6 @@ TEST_CASE("merge_json rejects bad documents, naming the origin and the key") {
       {R"({"device_memory": null})", "device_memory"},
       {R"({"chunk_bytes": [4096]})", "chunk_bytes"},
       {R"({"host_threshold": "-1K"})", "host_threshold"},
-      {R"({"streams": 0})", "streams"},
       {R"({"streams": 65})", "streams"},
       {R"({"streams": -3})", "streams"},
       {R"({"streams": 2.5})", "streams"},
@@ -281,8 +288,10 @@ TEST_CASE("from_environment reads every variable") {
   env.set("OA_STREAMS", "3");
   env.set("OA_CHUNK_BYTES", "1M");
   env.set("OA_HOST_THRESHOLD", "0");
-  env.set("OA_REPORT", "/tmp/report.json");
-  env.set("OA_TRACE", "/tmp/trace.json");
+  const std::string report = (std::filesystem::temp_directory_path() / "oa_test_config_report.json").string();
+  const std::string trace = (std::filesystem::temp_directory_path() / "oa_test_config_trace.json").string();
+  env.set("OA_REPORT", report);
+  env.set("OA_TRACE", trace);
   env.set("OA_LINK_GBPS", "25.6");
   env.set("OA_FAIL_LAUNCH", "5");
   env.set("OA_FAIL_COPY", "9");
@@ -295,8 +304,8 @@ TEST_CASE("from_environment reads every variable") {
   CHECK(c.streams == 3);
   CHECK(c.chunk_bytes == ki * ki);
   CHECK(c.host_threshold == 0);
-  CHECK(c.report == "/tmp/report.json");
-  CHECK(c.trace == "/tmp/trace.json");
+  CHECK(c.report == report);
+  CHECK(c.trace == trace);
   CHECK(c.link_gbps == doctest::Approx(25.6));
   CHECK(c.fail_launch == 5);
   CHECK(c.fail_copy == 9);
@@ -366,7 +375,6 @@ TEST_CASE("from_environment: errors name the file or the variable") {
       {"OA_DEVICE", "gpu"},
       {"OA_DEVICE_MEMORY", "12XB"},
       {"OA_DEVICE_MEMORY", "-5"},
-      {"OA_STREAMS", "0"},
       {"OA_STREAMS", "65"},
       {"OA_STREAMS", "four"},
       {"OA_STREAMS", "-1"},
@@ -422,4 +430,253 @@ TEST_CASE("OA_CUDA_STAGING: register or pinned") {
   CHECK_THROWS_AS(c.merge_json(R"({"cuda_staging": "x"})", "file.json"), oa::config_error);
   c.merge_json(R"({"cuda_staging": "pinned"})", "file.json");
   CHECK(c.cuda_staging == "pinned");
+}
+
+// --- one validation for every source ----------------------------------------------
+
+namespace {
+
+/// A path in a directory that does not exist.
+std::string unwritable_path() {
+  return (std::filesystem::temp_directory_path() / "oa_test_config_no_such_dir" / "out.json").string();
+}
+
+std::size_t physical_memory_bytes() {
+  return static_cast<std::size_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<std::size_t>(::sysconf(_SC_PAGE_SIZE));
+}
+
+/// Puts the runtime back on a default configuration when a test ends.
+struct default_runtime_config {
+  default_runtime_config() { oa::set_config(oa::config{}); }
+  ~default_runtime_config() { oa::set_config(oa::config{}); }
+};
+
+const std::string streams_range = " is out of range (1-64, or 0 for the device's default)";
+
+}  // namespace
+
+TEST_CASE("streams: one range check for the environment, the file, set_config and validate") {
+  scoped_environment env;
+  default_runtime_config runtime;
+
+  env.set("OA_STREAMS", "1024");
+  CHECK(config_error_of([] { oa::config::from_environment(); }) == "oa: OA_STREAMS: 1024" + streams_range);
+
+  oa::config c;
+  CHECK(config_error_of([&] { c.merge_json(R"({"streams": 1024})", "f.json"); }) ==
+        "oa: f.json: key 'streams': 1024" + streams_range);
+  CHECK(config_error_of([&] { c.merge_json(R"({"streams": -1})", "f.json"); }) ==
+        "oa: f.json: key 'streams': -1" + streams_range);
+
+  c.streams = 1024;
+  CHECK(config_error_of([&] { oa::set_config(c); }) == "oa: set_config: streams: 1024" + streams_range);
+  oa::config_origin origin;
+  origin.set("streams", "--streams");
+  CHECK(config_error_of([&] { oa::validate(c, origin); }) == "oa: --streams: 1024" + streams_range);
+
+  // 0 (the device's default) and 1 to 64 are accepted everywhere.
+  for (const int n : {0, 1, 64}) {
+    CAPTURE(n);
+    env.set("OA_STREAMS", std::to_string(n));
+    CHECK(oa::config::from_environment().streams == n);
+    oa::config d;
+    d.merge_json("{\"streams\": " + std::to_string(n) + "}", "f.json");
+    CHECK(d.streams == n);
+    d.streams = n;
+    oa::set_config(d);
+    CHECK(oa::current_config().streams == n);
+  }
+}
+
+TEST_CASE("set_config validates the whole config at once and names the field") {
+  scoped_environment env;
+  default_runtime_config runtime;
+  oa::config good;
+  good.streams = 3;
+  oa::set_config(good);
+
+  struct row {
+    void (*change)(oa::config&);
+    const char* message;
+  };
+  const row rows[] = {
+      {[](oa::config& c) { c.streams = -5; }, "oa: set_config: streams: -5 is out of range"},
+      {[](oa::config& c) { c.progress = 7; },
+       "oa: set_config: progress: 7 is out of range (1 on, 0 off, -1 when stderr is a terminal)"},
+      {[](oa::config& c) { c.cuda_staging = "whatever"; },
+       "oa: set_config: cuda_staging: unknown staging 'whatever' (use register or pinned)"},
+      {[](oa::config& c) { c.device = "gpu"; },
+       "oa: set_config: device: unknown device 'gpu' (use auto, host, emulated or cuda)"},
+      {[](oa::config& c) { c.link_gbps = -1; },
+       "oa: set_config: link_gbps: link bandwidth must be a finite number >= 0 (GB/s), got -1"},
+      {[](oa::config& c) { c.link_gbps = std::numeric_limits<double>::infinity(); },
+       "oa: set_config: link_gbps: link bandwidth must be a finite number >= 0 (GB/s), got inf"},
+      {[](oa::config& c) { c.link_gbps = std::nan(""); },
+       "oa: set_config: link_gbps: link bandwidth must be a finite number >= 0 (GB/s), got nan"},
+  };
+  for (const auto& r : rows) {
+    const std::string expected = r.message;
+    CAPTURE(expected);
+    oa::config c;
+    r.change(c);
+    const std::string msg = config_error_of([&] { oa::set_config(c); });
+    CHECK(msg.rfind(expected, 0) == 0);
+    // The error comes from set_config itself, and the old config stays.
+    CHECK(oa::current_config().streams == 3);
+  }
+  CHECK(config_error_of([] {
+          oa::config c;
+          c.streams = -5;
+          oa::set_config(c);
+        }) == "oa: set_config: streams: -5" + streams_range);
+}
+
+TEST_CASE("the unknown-key message lists exactly the accepted keys") {
+  const std::set<std::string> accepted{
+      "device",     "device_memory", "streams",     "chunk_bytes", "host_threshold", "report",
+      "trace",      "link_gbps",     "fail_launch", "fail_copy",   "fail_sticky",    "emulated_device_functions",
+      "sequential", "cuda_staging",  "progress",    "verbose"};
+  oa::config c;
+  const std::string msg = config_error_of([&] { c.merge_json(R"({"colour": "blue"})", "f.json"); });
+  const std::string marker = "(known: ";
+  const auto begin = msg.find(marker);
+  REQUIRE(begin != std::string::npos);
+  REQUIRE(msg.back() == ')');
+  std::set<std::string> listed;
+  std::istringstream list(msg.substr(begin + marker.size(), msg.size() - 1 - begin - marker.size()));
+  for (std::string key; std::getline(list, key, ',');) listed.insert(key.substr(key.find_first_not_of(' ')));
+  CHECK(listed == accepted);
+
+  // Each listed key is one the file accepts, and has its variable.
+  std::set<std::string> keys;
+  for (const auto key : oa::config_keys()) {
+    keys.emplace(key);
+    CHECK(oa::config_variable(key).substr(0, 3) == "OA_");
+    CHECK(std::find(std::begin(all_variables), std::end(all_variables), oa::config_variable(key)) !=
+          std::end(all_variables));
+  }
+  CHECK(keys == accepted);
+  c.merge_json(R"({"fail_sticky": true, "emulated_device_functions": true, "cuda_staging": "pinned"})", "f.json");
+  CHECK(c.fail_sticky);
+  CHECK(c.emulated_device_functions);
+  CHECK(c.cuda_staging == "pinned");
+}
+
+TEST_CASE("from_environment tells where each setting came from") {
+  scoped_environment env;
+  const temp_file file(R"({"streams": 6, "device": "emulated"})");
+  env.set("OA_CONFIG", file.path());
+  env.set("OA_DEVICE", "host");
+  oa::config_origin origin;
+  const oa::config c = oa::config::from_environment(&origin);
+  CHECK(c.device == "host");
+  CHECK(origin.where("device") == "OA_DEVICE");
+  CHECK(origin.where("streams") == file.path() + ": key 'streams'");
+  CHECK(origin.where("verbose") == "verbose (default)");
+  CHECK(oa::config_origin("set_config").where("streams") == "set_config: streams");
+}
+
+TEST_CASE("OA_DEVICE=cuda without a usable GPU: a device_unavailable error naming the setting, at first use") {
+  scoped_environment env;
+  default_runtime_config runtime;
+  std::string why = "built without the CUDA toolkit";
+#if defined(OA_HAS_CUDA)
+  if (oa::cuda::usable_devices(&why) > 0) {
+    MESSAGE("a GPU is usable here: device 'cuda' is made");
+    env.set("OA_DEVICE", "cuda");
+    oa::config_origin origin;
+    oa::set_config(oa::config::from_environment(&origin), origin);
+    CHECK(oa::current_device().kind() == oa::device_kind::cuda);
+    return;
+  }
+#endif
+  env.set("OA_DEVICE", "cuda");
+  oa::config_origin origin;
+  // Configuring succeeds: the device is made, and fails, where it is first needed.
+  oa::set_config(oa::config::from_environment(&origin), origin);
+  try {
+    oa::current_device();
+    FAIL("expected oa::device_unavailable");
+  } catch (const oa::device_unavailable& e) {
+    const std::string msg = e.what();
+    CHECK(msg.rfind("oa: OA_DEVICE: device 'cuda' cannot be used: no usable GPU (", 0) == 0);
+    CHECK(contains(msg, why));
+  }
+  oa::config c;
+  c.device = "cuda";
+  oa::set_config(c);
+  CHECK_THROWS_WITH_AS(oa::current_device(), doctest::Contains("oa: set_config: device: device 'cuda'"),
+                       oa::config_error);
+}
+
+TEST_CASE("OA_REPORT and OA_TRACE must be writable when configured") {
+  scoped_environment env;
+  default_runtime_config runtime;
+  const std::string bad = unwritable_path();
+
+  for (const char* variable : {"OA_REPORT", "OA_TRACE"}) {
+    CAPTURE(variable);
+    scoped_environment inner;
+    inner.set(variable, bad);
+    const std::string msg = config_error_of([] { oa::config::from_environment(); });
+    CHECK(msg.rfind(std::string("oa: ") + variable + ": cannot write '" + bad + "': ", 0) == 0);
+  }
+  CHECK_NOTHROW(oa::config::from_environment());  // the variables are back to unset
+
+  oa::config c;
+  CHECK(config_error_of([&] { c.merge_json(R"({"trace": ")" + bad + R"("})", "f.json"); })
+            .rfind("oa: f.json: key 'trace': cannot write '" + bad + "'", 0) == 0);
+  c.report = bad;
+  CHECK(config_error_of([&] { oa::set_config(c); }).rfind("oa: set_config: report: cannot write", 0) == 0);
+  c.report = std::filesystem::temp_directory_path().string();  // a directory
+  CHECK(config_error_of([&] { oa::set_config(c); }).rfind("oa: set_config: report: cannot write", 0) == 0);
+
+  // The check neither truncates an existing file nor leaves a new one behind.
+  const temp_file existing("keep");
+  const std::string fresh =
+      (std::filesystem::temp_directory_path() / ("oa_test_config_fresh_" + std::to_string(::getpid()) + ".json"))
+          .string();
+  env.set("OA_REPORT", existing.path());
+  env.set("OA_TRACE", fresh);
+  const oa::config d = oa::config::from_environment();
+  CHECK(d.report == existing.path());
+  std::ifstream in(existing.path());
+  std::string text;
+  in >> text;
+  CHECK(text == "keep");
+  CHECK_FALSE(std::filesystem::exists(fresh));
+}
+
+TEST_CASE("the emulated device's budget cannot exceed the machine's physical memory") {
+  scoped_environment env;
+  default_runtime_config runtime;
+  const std::size_t physical = physical_memory_bytes();
+  const std::string tib100 = std::to_string(100 * ki * ki * ki * ki);
+
+  env.set("OA_DEVICE", "emulated");
+  env.set("OA_DEVICE_MEMORY", "100TiB");
+  const std::string msg = config_error_of([] { oa::config::from_environment(); });
+  CHECK(msg.rfind("oa: OA_DEVICE_MEMORY: " + tib100 + " bytes is more than this machine's physical memory (" +
+                      std::to_string(physical) + " bytes)",
+                  0) == 0);
+
+  // The device from the file, the budget from the variable: the variable is named.
+  const temp_file file(R"({"device": "emulated"})");
+  env.set("OA_CONFIG", file.path());
+  env.set("OA_DEVICE", "");
+  CHECK(config_error_of([] { oa::config::from_environment(); }).rfind("oa: OA_DEVICE_MEMORY: ", 0) == 0);
+
+  // The host device's budget is a planning target: any size goes.
+  env.set("OA_DEVICE", "host");
+  CHECK(oa::config::from_environment().device_memory == 100 * ki * ki * ki * ki);
+
+  oa::config c;
+  CHECK(config_error_of([&] { c.merge_json(R"({"device": "emulated", "device_memory": "100TiB"})", "f.json"); })
+            .rfind("oa: f.json: key 'device_memory': " + tib100 + " bytes is more than", 0) == 0);
+  c.device = "emulated";
+  c.device_memory = physical + 1;
+  CHECK(config_error_of([&] { oa::set_config(c); }).rfind("oa: set_config: device_memory: ", 0) == 0);
+  c.device_memory = physical;
+  oa::set_config(c);  // validated only: the emulated device reserves nothing up front
+  CHECK(oa::current_config().device_memory == physical);
 }

@@ -4,7 +4,10 @@
 // into a fresh value rebuild the original. Views of host regions read and
 // write exactly their chunk. Reductions merge per-chunk partials into the
 // result over the whole. Every law is checked over a table of sizes, chunk
-// plans and value types, with random contents.
+// plans and value types, with random contents. A split type whose values
+// carry unsplit state (examples/stateful: geo::Series) passes the same laws,
+// and the state reaches every chunk's view and every result, through the
+// engine on the host and emulated devices.
 
 #include <doctest/doctest.h>
 
@@ -16,14 +19,19 @@
 #include <limits>
 #include <list>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <span>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "oa/core/annotate.hpp"
 #include "oa/split_types/all.hpp"
+#include "stateful/geo_oa.hpp"
+#include "support.hpp"
 
 namespace {
 
@@ -605,8 +613,307 @@ TEST_CASE("reductions: the engine's merge over raw partial bytes") {
   ops.merge(nullptr, 0, &out);
   CHECK(out == 0);
   void* object = nullptr;
-  auto owner = oa::detail::reduction_ops<split::max, double>::table.make(shape{}, object);
+  auto owner = oa::detail::reduction_ops<split::max, double>::table.make(shape{}, nullptr, object);
   CHECK(*static_cast<double*>(object) == -std::numeric_limits<double>::infinity());
+}
+
+// ---- the contract ------------------------------------------------------------------
+
+TEST_CASE("contract: the split types of oa meet their concepts") {
+  static_assert(split::partitioned_result_split<split::contiguous, std::vector<double>>);
+  static_assert(split::partitioned_result_split<split::contiguous, Eigen::ArrayXd>);
+  static_assert(split::partitioned_split<split::contiguous, std::span<const float>>);
+  static_assert(!split::partitioned_result_split<split::contiguous, std::span<float>>);  // cannot own storage
+  static_assert(!split::partitioned_split<split::contiguous, std::list<double>>);       // not accepted
+  static_assert(split::partitioned_result_split<split::rows, Eigen::MatrixXd>);
+  static_assert(split::partitioned_result_split<split::cols, Eigen::ArrayXXf>);
+  static_assert(split::broadcast_split<split::broadcast, double>);
+  static_assert(split::reduction_split<split::sum, double>);
+  static_assert(split::reduction_split<split::reduce<compose>, affine>);
+  static_assert(!split::has_state<split::contiguous, std::vector<double>>);
+  static_assert(!split::partitioned_split<split::sum, std::vector<double>>);  // another kind
+  CHECK(true);
+}
+
+/// Everything but host_region: the concept says no, and which requirement fails.
+struct without_host_region {
+  static constexpr split::split_kind kind = split::split_kind::partitioned;
+  static constexpr const char* name = "without_host_region";
+  template <class T>
+  static constexpr bool accepts = true;
+  template <class T>
+  static constexpr bool makeable = false;
+  template <class T>
+  using element = double;
+  template <class T>
+  using view = std::span<const double>;
+  static shape shape_of(const std::vector<double>& x) { return {x.size(), 1, 8}; }
+  static oa::region packed_region(std::byte* b, const shape&, range r) { return {b, r.size() * 8, 1, r.size() * 8}; }
+  template <class T>
+  static view<T> make_view(const oa::region& g, const shape&, range r) {
+    return {reinterpret_cast<const double*>(g.data), r.size()};
+  }
+};
+
+TEST_CASE("contract: one concept per requirement names what is missing") {
+  using T = std::vector<double>;
+  static_assert(!split::partitioned_split<without_host_region, T>);
+  static_assert(!split::contract::has_host_region<without_host_region, T>);
+  static_assert(split::contract::has_shape_of<without_host_region, T>);
+  static_assert(split::contract::has_packed_region<without_host_region, T>);
+  static_assert(split::contract::has_make_view<without_host_region, T>);
+  static_assert(split::contract::has_element<without_host_region, T>);
+  static_assert(!split::contract::has_kind<int>);
+  CHECK(true);
+}
+
+// ---- a split type with unsplit state: geo::Series ---------------------------------------
+
+using geo::Series;
+using geo::oa::series_split;
+using geo::oa::series_state;
+
+Series random_series(std::size_t n, std::string name, double scale) {
+  Series s{std::vector<double>(n), std::move(name), scale};
+  for (double& v : s.values) v = std::uniform_real_distribution<double>(-10.0, 10.0)(rng());
+  return s;
+}
+
+TEST_CASE("stateful: the split type declares its state and meets the contract") {
+  static_assert(split::has_state<series_split, Series>);
+  static_assert(split::has_state<series_split, const Series&>);
+  static_assert(std::is_same_v<split::state_t<series_split, Series>, series_state>);
+  static_assert(split::partitioned_result_split<series_split, Series>);
+  const Series s = random_series(5, "depth", 0.25);
+  const series_state st = series_split::state_of(s);
+  CHECK(st.name == "depth");
+  CHECK(st.scale == 0.25);
+  CHECK(series_split::shape_of(s) == shape{5, 1, sizeof(double)});
+  const Series made = series_split::make<Series>(shape{3, 1, 8}, st);
+  CHECK(made.values.size() == 3);
+  CHECK(made.name == "depth");
+  CHECK(made.scale == 0.25);
+}
+
+TEST_CASE("stateful: split, view and merge through the engine's copy path") {
+  using ops_t = oa::detail::partitioned_ops<series_split, Series>;
+  const oa::detail::value_ops& ops = ops_t::table;
+  CHECK(ops.kind == split::split_kind::partitioned);
+  for (std::size_t n : unit_counts) {
+    CAPTURE(n);
+    const Series x = random_series(n, "elevation " + std::to_string(n), 0.5 + static_cast<double>(n));
+    const series_state st = series_split::state_of(x);
+    const shape sh = ops.shape_of(&x);
+    CHECK(sh == shape{n, 1, sizeof(double)});
+    for (const auto& rs : plans_for(n)) {
+      CAPTURE(rs.size());
+      check_tiling(rs, n);
+      packed_buffer buf(sh);
+      for (const range& r : rs) {
+        CAPTURE(r.begin);
+        CAPTURE(r.end);
+        const oa::region h = ops.host_region(&x, r);
+        const oa::region p = ops.packed_region(buf.at(r), sh, r);
+        check_staging_regions(h, p, sh, r);
+        CHECK(h.contiguous());
+        oa::copy_region(p, h);
+        // The staged chunk, viewed on the "device", carries the state.
+        const geo::view v = series_split::make_view<const Series>(p, sh, r, st);
+        REQUIRE(v.values.size() == r.size());
+        CHECK(mismatch_at(v.values.data(), x.values.data() + r.begin, r.size()) == none);
+        CHECK(v.name == x.name);
+        CHECK(v.scale == x.scale);
+        // The chunk viewed in place.
+        const geo::view w = series_split::make_view<const Series>(h, sh, r, st);
+        CHECK(w.values.data() == x.values.data() + r.begin);
+        CHECK(w.name == x.name);
+      }
+      // Merge: the engine makes the result from the recorded state and copies every chunk back.
+      void* object = nullptr;
+      const std::shared_ptr<void> owner = ops.make(sh, &st, object);
+      REQUIRE(object != nullptr);
+      Series& y = *static_cast<Series*>(object);
+      CHECK(ops.shape_of(&y) == sh);
+      for (const range& r : rs) oa::copy_region(ops.host_region(&y, r), ops.packed_region(buf.at(r), sh, r));
+      CHECK(y.values == x.values);
+      CHECK(y.name == x.name);
+      CHECK(y.scale == x.scale);
+      // A mutable view of a host region writes exactly its chunk, and sees the state.
+      for (std::size_t pick : {std::size_t{0}, rs.size() / 2, rs.size() - 1}) {
+        if (pick >= rs.size()) continue;
+        const range r = rs[pick];
+        Series z = x;
+        const geo::mut_view m = series_split::make_view<Series>(ops.host_region(&z, r), sh, r, st);
+        CHECK(m.name == x.name);
+        for (std::size_t i = 0; i < r.size(); ++i) m.values[i] = -static_cast<double>(i) - 1;
+        std::size_t wrong = none;
+        for (std::size_t i = 0; i < n && wrong == none; ++i) {
+          const bool inside = i >= r.begin && i < r.end;
+          const double want = inside ? -static_cast<double>(i - r.begin) - 1 : x.values[i];
+          if (z.values[i] != want) wrong = i;
+        }
+        CHECK(wrong == none);
+      }
+    }
+  }
+  // Without a recorded state the engine refuses to make a result that would lose it.
+  void* object = nullptr;
+  CHECK_THROWS_AS(ops.make(shape{2, 1, 8}, nullptr, object), oa::error);
+}
+
+TEST_CASE("stateful: the documented chunk-plan edge cases") {
+  const Series x = random_series(10, "edge", 2.0);
+  const series_state st = series_split::state_of(x);
+  const shape sh = series_split::shape_of(x);
+  // Empty input: no chunk, and a result of no samples still carries the state.
+  CHECK(split::chunks(0, 4).empty());
+  const Series e = series_split::make<Series>(shape{0, 1, 8}, st);
+  CHECK((e.values.empty() && e.name == "edge" && e.scale == 2.0));
+  // More chunks than units, and an uneven last chunk: every view sees the state.
+  for (const auto& rs : {split::even_chunks(10, 16), split::chunks(10, 3)}) {
+    check_tiling(rs, 10);
+    std::size_t seen = 0;
+    for (const range& r : rs) {
+      const geo::view v = series_split::make_view<const Series>(series_split::host_region(x, r), sh, r, st);
+      CHECK(v.values.size() == r.size());
+      CHECK(v.name == "edge");
+      seen += v.values.size();
+    }
+    CHECK(seen == 10);
+  }
+  CHECK(split::chunks(10, 3).back().size() == 1);
+}
+
+/// What the CPU function's views saw, chunk by chunk.
+struct state_log {
+  std::mutex m;
+  std::set<std::pair<std::string, double>> seen;
+  std::size_t chunks = 0;
+  void record(std::string_view name, double scale) {
+    std::lock_guard lock(m);
+    seen.emplace(std::string(name), scale);
+    ++chunks;
+  }
+  void clear() {
+    std::lock_guard lock(m);
+    seen.clear();
+    chunks = 0;
+  }
+};
+state_log& log_of_views() {
+  static state_log l;
+  return l;
+}
+
+// geo::rescale with a probe: records the state each chunk's views carry. Its
+// device function is element-wise, so the emulated device takes the stage.
+inline constexpr auto probed_rescale = oa::annotate<"test::probed_rescale">(
+    oa::cpu([](geo::view in, double factor, geo::mut_view out) {
+      log_of_views().record(in.name, in.scale);
+      log_of_views().record(out.name, out.scale);
+      geo::chunk::rescale(in, factor, out);
+    }),
+    oa::args(oa::in<series_split>("series"), oa::scalar<double>("factor"), oa::out<series_split, Series>("out")),
+    oa::device_fn(oa::elementwise(oa::ops::mul{})));
+
+std::vector<oa::config> stateful_devices() {
+  return {oa_test::host_config(), oa_test::emulated_config(std::size_t{1} << 20)};
+}
+
+TEST_CASE("stateful: views see the state, results carry it, a reduction over a result uses it") {
+  const std::size_t n = 100003;  // 800 kB a series: several chunks in a 1 MiB device budget
+  const Series b = random_series(n, "elevation", 0.5);
+  // The plain program.
+  const Series r_ref = geo::rescale(b, 2.0);
+  const Series r2_ref = geo::rescale(r_ref, 3.0);
+  const double t_ref = geo::total(r2_ref);
+  Series c_ref = b;
+  geo::clamp(c_ref, -1.0, 2.0);
+  const double tc_ref = geo::total(c_ref);
+
+  for (const auto& cfg : stateful_devices()) {
+    CAPTURE(cfg.device);
+    oa_test::config_scope cs(cfg);
+    log_of_views().clear();
+    auto r = probed_rescale(b, 2.0);        // a result made from b
+    auto r2 = geo::oa::rescale(r, 3.0);     // from a pending result: its recorded state
+    auto t = geo::oa::total(r2);            // uses r2's scale
+    CHECK(t.get() == doctest::Approx(t_ref).epsilon(1e-12));
+    const Series& rv = r.get();
+    CHECK(rv.name == "elevation");
+    CHECK(rv.scale == 0.5);
+    CHECK(rv.values == r_ref.values);
+    CHECK(r2.get().name == "elevation");
+    CHECK(r2.get().scale == 0.5);
+    CHECK(r2.get().values == r2_ref.values);
+    {
+      std::lock_guard lock(log_of_views().m);
+      CHECK(log_of_views().chunks >= 2);
+      CHECK(log_of_views().seen == std::set<std::pair<std::string, double>>{{"elevation", 0.5}});
+    }
+    if (cfg.device == "emulated") {
+      std::size_t on_device = 0, chunks = 0;
+      for (const auto& rep : oa::reports())
+        if (rep.device.find("emulated") != std::string::npos) {
+          ++on_device;
+          chunks += rep.chunks;
+        }
+      CHECK(on_device >= 1);
+      CHECK(chunks >= 2);
+    }
+    // In place on the caller's Series: the bounds are in physical units (the scale).
+    Series c = b;
+    geo::oa::clamp(c, -1.0, 2.0);
+    auto tc = geo::oa::total(c);
+    CHECK(tc.get() == doctest::Approx(tc_ref).epsilon(1e-12));
+    CHECK(c.values == c_ref.values);
+    CHECK(c.name == "elevation");
+    // The caller's object through oa::ref, and a temporary the call keeps.
+    CHECK(geo::oa::total(oa::ref(b)).get() == doctest::Approx(geo::total(b)).epsilon(1e-12));
+    CHECK(geo::oa::total(Series{{1.0, 2.0, 3.0}, "tmp", 4.0}).get() == 24.0);
+  }
+}
+
+// A split type that says what a result's state is: from the argument it is
+// made from, or, when no argument has state, a default.
+struct derived_series_split : series_split {
+  static constexpr const char* name = "derived_series";
+  template <class R>
+  static series_state result_state(const series_state& from) {
+    return {from.name + " (derived)", from.scale};
+  }
+  template <class R>
+  static series_state result_state() {
+    return {"unnamed", 1.0};
+  }
+};
+
+inline constexpr auto derived_rescale = oa::annotate<"test::derived_rescale">(
+    oa::cpu(&geo::chunk::rescale),
+    oa::args(oa::in<derived_series_split>("series"), oa::scalar<double>("factor"),
+             oa::out<derived_series_split, Series>("out")));
+
+inline constexpr auto series_from_values = oa::annotate<"test::series_from_values">(
+    oa::cpu([](std::span<const double> in, geo::mut_view out) {
+      std::copy(in.begin(), in.end(), out.values.begin());
+    }),
+    oa::args(oa::in<split::contiguous>("values"), oa::out<derived_series_split, Series>("out")));
+
+TEST_CASE("stateful: a split type's result_state decides a result's state") {
+  for (const auto& cfg : stateful_devices()) {
+    CAPTURE(cfg.device);
+    oa_test::config_scope cs(cfg);
+    const Series b = random_series(1000, "depth", 0.125);
+    auto r = derived_rescale(b, 2.0);
+    CHECK(r.get().name == "depth (derived)");
+    CHECK(r.get().scale == 0.125);
+    CHECK(r.get().values == geo::rescale(b, 2.0).values);
+    const std::vector<double> v{1.0, 2.0, 3.0};
+    auto s = series_from_values(v);
+    CHECK(s.get().name == "unnamed");
+    CHECK(s.get().scale == 1.0);
+    CHECK(s.get().values == v);
+  }
 }
 
 }  // namespace

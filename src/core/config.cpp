@@ -1,5 +1,8 @@
 #include "oa/core/config.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -82,53 +85,98 @@ std::uint64_t parse_unsigned(const std::string& text, const std::string& what, c
   return value;
 }
 
-int check_streams(std::int64_t n, const std::string& what) {
-  if (n < 1 || n > max_streams)
-    fail(what, "streams must be from 1 to " + std::to_string(max_streams) + ", got " + std::to_string(n));
-  return static_cast<int>(n);
+// --- checks shared by every source ------------------------------------------------
+
+[[noreturn]] void streams_out_of_range(const std::string& shown, const std::string& what) {
+  fail(what, shown + " is out of range (1-" + std::to_string(max_streams) + ", or 0 for the device's default)");
 }
 
-double check_link_gbps(double v, const std::string& what, const std::string& shown) {
-  if (!std::isfinite(v) || v < 0)
-    fail(what, "link bandwidth must be a finite number >= 0 (GB/s), got " + shown);
-  return v;
+void check_streams(int n, const std::string& what) {
+  if (n < 0 || n > max_streams) streams_out_of_range(std::to_string(n), what);
 }
 
-std::string check_device(const std::string& name, const std::string& what) {
+[[noreturn]] void progress_out_of_range(const std::string& shown, const std::string& what) {
+  fail(what, shown + " is out of range (1 on, 0 off, -1 when stderr is a terminal)");
+}
+
+void check_progress(int p, const std::string& what) {
+  if (p < -1 || p > 1) progress_out_of_range(std::to_string(p), what);
+}
+
+void check_link_gbps(double v, const std::string& what) {
+  if (!std::isfinite(v) || v < 0) {
+    std::ostringstream shown;
+    shown << v;
+    fail(what, "link bandwidth must be a finite number >= 0 (GB/s), got " + shown.str());
+  }
+}
+
+void check_device(const std::string& name, const std::string& what) {
   if (name != "auto" && name != "host" && name != "emulated" && name != "cuda")
     fail(what, "unknown device '" + name + "' (use auto, host, emulated or cuda)");
-  return name;
 }
 
-std::string check_cuda_staging(const std::string& name, const std::string& what) {
+void check_cuda_staging(const std::string& name, const std::string& what) {
   if (name != "register" && name != "pinned")
     fail(what, "unknown staging '" + name + "' (use register or pinned)");
-  return name;
+}
+
+/// The file can be created or appended to: opened for append (never
+/// truncated), and removed again when this check created it, so that a bad
+/// path fails at configuration rather than when the file is written at exit.
+void check_writable(const std::string& path, const std::string& what) {
+  if (path.empty()) return;
+  int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+  bool created = false;
+  if (fd < 0 && errno == ENOENT) {
+    fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    created = fd >= 0;
+  }
+  if (fd < 0) fail(what, "cannot write '" + path + "': " + std::strerror(errno));
+  ::close(fd);
+  if (created) ::unlink(path.c_str());
+}
+
+std::size_t physical_memory() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_size <= 0) return std::numeric_limits<std::size_t>::max();  // unknown: no cap
+  return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page_size);
+}
+
+/// The emulated device's memory is host memory: a budget beyond the machine's
+/// physical memory can never be met. (The host device's budget is a planning
+/// target; the CUDA device's is checked against the GPU when it is made.)
+void check_device_memory(const config& c, const std::string& what) {
+  if (c.device != "emulated") return;
+  const std::size_t physical = physical_memory();
+  if (c.device_memory > physical)
+    fail(what, std::to_string(c.device_memory) + " bytes is more than this machine's physical memory (" +
+                   std::to_string(physical) + " bytes), which the emulated device's memory is part of");
 }
 
 // --- environment values ---------------------------------------------------------
 
-bool env_bool(const std::string& text, const char* var) {
+bool env_bool(const std::string& text, const std::string& var) {
   const std::string v = lower(trim(text));
   if (v == "1" || v == "true") return true;
   if (v == "0" || v == "false") return false;
   fail(var, "cannot read '" + text + "' as a switch (use 0, 1, true or false)");
 }
 
-int env_streams(const std::string& text, const char* var) {
+int env_streams(const std::string& text, const std::string& var) {
   const std::uint64_t n = parse_unsigned(text, var, "a stream count");
-  if (n > max_streams)
-    fail(var, "streams must be from 1 to " + std::to_string(max_streams) + ", got " + text);
-  return check_streams(static_cast<std::int64_t>(n), var);
+  if (n > max_streams) streams_out_of_range(std::string(trim(text)), var);
+  return static_cast<int>(n);
 }
 
-double env_double(const std::string& text, const char* var) {
+double env_double(const std::string& text, const std::string& var) {
   const std::string_view s = trim(text);
   double v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc{} || end != s.data() + s.size())
     fail(var, "cannot read '" + text + "' as a number");
-  return check_link_gbps(v, var, text);
+  return v;
 }
 
 // --- JSON values ------------------------------------------------------------------
@@ -166,14 +214,109 @@ std::string json_string(const nlohmann::json& v, const std::string& what) {
   return v.get<std::string>();
 }
 
-std::int64_t json_integer(const nlohmann::json& v, const std::string& what) {
-  if (v.is_number_integer()) {
-    if (v.is_number_unsigned() &&
-        v.get<std::uint64_t>() > std::uint64_t(std::numeric_limits<std::int64_t>::max()))
-      fail(what, "value " + v.dump() + " is too large");
-    return v.get<std::int64_t>();
+/// An integer within [lo, hi]; `out_of_range` names the accepted values.
+int json_small_integer(const nlohmann::json& v, const std::string& what, int lo, int hi,
+                       void (*out_of_range)(const std::string&, const std::string&)) {
+  if (!v.is_number_integer()) wrong_type(v, what, "an integer");
+  const bool in_range = v.is_number_unsigned() ? v.get<std::uint64_t>() <= static_cast<std::uint64_t>(hi)
+                                               : v.get<std::int64_t>() >= lo && v.get<std::int64_t>() <= hi;
+  if (!in_range) out_of_range(v.dump(), what);
+  return v.get<int>();
+}
+
+// --- the settings ------------------------------------------------------------------
+
+/// One setting: its JSON key (the field's name), its variable, how each
+/// source's text becomes the field, and the field's check. Every source goes
+/// through this table, so keys, variables and checks cannot drift apart.
+struct setting {
+  std::string_view key;
+  std::string_view variable;
+  void (*from_text)(config&, const std::string& text, const std::string& what);
+  void (*from_json)(config&, const nlohmann::json& value, const std::string& what);
+  void (*check)(const config&, const std::string& what);
+};
+
+void no_check(const config&, const std::string&) {}
+
+const setting settings[] = {
+    {"device", "OA_DEVICE", [](config& c, const std::string& t, const std::string&) { c.device = lower(trim(t)); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.device = json_string(v, w); },
+     [](const config& c, const std::string& w) { check_device(c.device, w); }},
+    {"device_memory", "OA_DEVICE_MEMORY",
+     [](config& c, const std::string& t, const std::string& w) { c.device_memory = parse_bytes(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.device_memory = json_bytes(v, w); },
+     check_device_memory},
+    {"streams", "OA_STREAMS", [](config& c, const std::string& t, const std::string& w) { c.streams = env_streams(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) {
+       c.streams = json_small_integer(v, w, 0, max_streams, streams_out_of_range);
+     },
+     [](const config& c, const std::string& w) { check_streams(c.streams, w); }},
+    {"chunk_bytes", "OA_CHUNK_BYTES",
+     [](config& c, const std::string& t, const std::string& w) { c.chunk_bytes = parse_bytes(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.chunk_bytes = json_bytes(v, w); }, no_check},
+    {"host_threshold", "OA_HOST_THRESHOLD",
+     [](config& c, const std::string& t, const std::string& w) { c.host_threshold = parse_bytes(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.host_threshold = json_bytes(v, w); }, no_check},
+    {"report", "OA_REPORT", [](config& c, const std::string& t, const std::string&) { c.report = t; },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.report = json_string(v, w); },
+     [](const config& c, const std::string& w) { check_writable(c.report, w); }},
+    {"trace", "OA_TRACE", [](config& c, const std::string& t, const std::string&) { c.trace = t; },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.trace = json_string(v, w); },
+     [](const config& c, const std::string& w) { check_writable(c.trace, w); }},
+    {"link_gbps", "OA_LINK_GBPS",
+     [](config& c, const std::string& t, const std::string& w) { c.link_gbps = env_double(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) {
+       if (!v.is_number()) wrong_type(v, w, "a number (GB/s)");
+       c.link_gbps = v.get<double>();
+     },
+     [](const config& c, const std::string& w) { check_link_gbps(c.link_gbps, w); }},
+    {"fail_launch", "OA_FAIL_LAUNCH",
+     [](config& c, const std::string& t, const std::string& w) { c.fail_launch = parse_unsigned(t, w, "a launch count"); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.fail_launch = json_unsigned(v, w, "a launch count"); },
+     no_check},
+    {"fail_copy", "OA_FAIL_COPY",
+     [](config& c, const std::string& t, const std::string& w) { c.fail_copy = parse_unsigned(t, w, "a copy count"); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.fail_copy = json_unsigned(v, w, "a copy count"); },
+     no_check},
+    {"fail_sticky", "OA_FAIL_STICKY",
+     [](config& c, const std::string& t, const std::string& w) { c.fail_sticky = env_bool(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.fail_sticky = json_bool(v, w); }, no_check},
+    {"emulated_device_functions", "OA_EMULATED_DEVICE_FUNCTIONS",
+     [](config& c, const std::string& t, const std::string& w) { c.emulated_device_functions = env_bool(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.emulated_device_functions = json_bool(v, w); },
+     no_check},
+    {"sequential", "OA_SEQUENTIAL",
+     [](config& c, const std::string& t, const std::string& w) { c.sequential = env_bool(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.sequential = json_bool(v, w); }, no_check},
+    {"cuda_staging", "OA_CUDA_STAGING",
+     [](config& c, const std::string& t, const std::string&) { c.cuda_staging = lower(trim(t)); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.cuda_staging = json_string(v, w); },
+     [](const config& c, const std::string& w) { check_cuda_staging(c.cuda_staging, w); }},
+    {"progress", "OA_PROGRESS",
+     [](config& c, const std::string& t, const std::string& w) { c.progress = env_bool(t, w) ? 1 : 0; },
+     [](config& c, const nlohmann::json& v, const std::string& w) {
+       // true/false, or -1 for "when stderr is a terminal" (the default).
+       c.progress = v.is_boolean() ? (v.get<bool>() ? 1 : 0) : json_small_integer(v, w, -1, 1, progress_out_of_range);
+     },
+     [](const config& c, const std::string& w) { check_progress(c.progress, w); }},
+    {"verbose", "OA_VERBOSE", [](config& c, const std::string& t, const std::string& w) { c.verbose = env_bool(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.verbose = json_bool(v, w); }, no_check},
+};
+
+const setting* find_setting(std::string_view key) {
+  for (const auto& s : settings)
+    if (s.key == key) return &s;
+  return nullptr;
+}
+
+std::string known_keys() {
+  std::string out;
+  for (const auto& s : settings) {
+    if (!out.empty()) out += ", ";
+    out += s.key;
   }
-  wrong_type(v, what, "an integer");
+  return out;
 }
 
 std::string read_file(const std::string& path) {
@@ -233,91 +376,74 @@ std::size_t parse_bytes(const std::string& text, const std::string& what) {
   return static_cast<std::size_t>(bytes);
 }
 
-void config::merge_json(const std::string& json_text, const std::string& origin) {
+void config::merge_json(const std::string& json_text, const std::string& source, config_origin* origins) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(json_text);
   } catch (const nlohmann::json::parse_error& e) {
-    fail(origin, std::string("not valid JSON: ") + e.what());
+    fail(source, std::string("not valid JSON: ") + e.what());
   }
-  if (!doc.is_object()) fail(origin, std::string("expected a JSON object, got ") + doc.type_name());
+  if (!doc.is_object()) fail(source, std::string("expected a JSON object, got ") + doc.type_name());
 
   // Applied to a copy so that a bad key leaves *this untouched.
   config next = *this;
   for (const auto& [key, value] : doc.items()) {
-    const std::string what = origin + ": key '" + key + "'";
-    if (key == "device") {
-      next.device = check_device(json_string(value, what), what);
-    } else if (key == "device_memory") {
-      next.device_memory = json_bytes(value, what);
-    } else if (key == "streams") {
-      next.streams = check_streams(json_integer(value, what), what);
-    } else if (key == "chunk_bytes") {
-      next.chunk_bytes = json_bytes(value, what);
-    } else if (key == "host_threshold") {
-      next.host_threshold = json_bytes(value, what);
-    } else if (key == "report") {
-      next.report = json_string(value, what);
-    } else if (key == "trace") {
-      next.trace = json_string(value, what);
-    } else if (key == "link_gbps") {
-      if (!value.is_number()) wrong_type(value, what, "a number (GB/s)");
-      next.link_gbps = check_link_gbps(value.get<double>(), what, value.dump());
-    } else if (key == "fail_launch") {
-      next.fail_launch = json_unsigned(value, what, "a launch count");
-    } else if (key == "fail_copy") {
-      next.fail_copy = json_unsigned(value, what, "a copy count");
-    } else if (key == "fail_sticky") {
-      next.fail_sticky = json_bool(value, what);
-    } else if (key == "sequential") {
-      next.sequential = json_bool(value, what);
-    } else if (key == "emulated_device_functions") {
-      next.emulated_device_functions = json_bool(value, what);
-    } else if (key == "cuda_staging") {
-      next.cuda_staging = check_cuda_staging(json_string(value, what), what);
-    } else if (key == "progress") {
-      // true/false, or -1 for "when stderr is a terminal" (the default).
-      if (value.is_boolean()) {
-        next.progress = value.get<bool>() ? 1 : 0;
-      } else {
-        const std::int64_t p = json_integer(value, what);
-        if (p < -1 || p > 1) fail(what, "progress must be true, false, 1, 0 or -1, got " + value.dump());
-        next.progress = static_cast<int>(p);
-      }
-    } else if (key == "verbose") {
-      next.verbose = json_bool(value, what);
-    } else {
-      fail(origin, "unknown key '" + key +
-                       "' (known: device, device_memory, streams, chunk_bytes, host_threshold, report, "
-                       "trace, link_gbps, fail_launch, fail_copy, sequential, progress, verbose)");
-    }
+    const setting* s = find_setting(key);
+    if (s == nullptr) fail(source, "unknown key '" + key + "' (known: " + known_keys() + ")");
+    s->from_json(next, value, source + ": key '" + key + "'");
   }
+  // Checked once every key is in: a budget's check depends on the device.
+  for (const auto& [key, value] : doc.items()) find_setting(key)->check(next, source + ": key '" + key + "'");
+  if (origins != nullptr)
+    for (const auto& [key, value] : doc.items()) origins->set(key, source + ": key '" + key + "'");
   *this = std::move(next);
 }
 
-config config::from_environment() {
+config config::from_environment(config_origin* origins) {
   config c;
-  if (const char* path = env("OA_CONFIG")) c.merge_json(read_file(path), path);
-
-  if (const char* v = env("OA_DEVICE")) c.device = check_device(lower(trim(v)), "OA_DEVICE");
-  if (const char* v = env("OA_DEVICE_MEMORY")) c.device_memory = parse_bytes(v, "OA_DEVICE_MEMORY");
-  if (const char* v = env("OA_STREAMS")) c.streams = env_streams(v, "OA_STREAMS");
-  if (const char* v = env("OA_CHUNK_BYTES")) c.chunk_bytes = parse_bytes(v, "OA_CHUNK_BYTES");
-  if (const char* v = env("OA_HOST_THRESHOLD")) c.host_threshold = parse_bytes(v, "OA_HOST_THRESHOLD");
-  if (const char* v = env("OA_REPORT")) c.report = v;
-  if (const char* v = env("OA_TRACE")) c.trace = v;
-  if (const char* v = env("OA_LINK_GBPS")) c.link_gbps = env_double(v, "OA_LINK_GBPS");
-  if (const char* v = env("OA_FAIL_LAUNCH"))
-    c.fail_launch = parse_unsigned(v, "OA_FAIL_LAUNCH", "a launch count");
-  if (const char* v = env("OA_FAIL_COPY")) c.fail_copy = parse_unsigned(v, "OA_FAIL_COPY", "a copy count");
-  if (const char* v = env("OA_FAIL_STICKY")) c.fail_sticky = env_bool(v, "OA_FAIL_STICKY");
-  if (const char* v = env("OA_SEQUENTIAL")) c.sequential = env_bool(v, "OA_SEQUENTIAL");
-  if (const char* v = env("OA_CUDA_STAGING")) c.cuda_staging = check_cuda_staging(lower(trim(v)), "OA_CUDA_STAGING");
-  if (const char* v = env("OA_EMULATED_DEVICE_FUNCTIONS"))
-    c.emulated_device_functions = env_bool(v, "OA_EMULATED_DEVICE_FUNCTIONS");
-  if (const char* v = env("OA_PROGRESS")) c.progress = env_bool(v, "OA_PROGRESS") ? 1 : 0;
-  if (const char* v = env("OA_VERBOSE")) c.verbose = env_bool(v, "OA_VERBOSE");
+  config_origin origin;
+  if (const char* path = env("OA_CONFIG")) c.merge_json(read_file(path), path, &origin);
+  for (const auto& s : settings) {
+    const std::string variable(s.variable);
+    if (const char* v = env(variable.c_str())) {
+      s.from_text(c, v, variable);
+      origin.set(s.key, variable);
+    }
+  }
+  validate(c, origin);
+  if (origins != nullptr) *origins = std::move(origin);
   return c;
+}
+
+std::string config_origin::where(std::string_view key) const {
+  for (const auto& [k, w] : named_)
+    if (k == key) return w;
+  if (source_.empty()) return std::string(key) + " (default)";
+  return source_ + ": " + std::string(key);
+}
+
+void config_origin::set(std::string_view key, std::string where) {
+  for (auto& [k, w] : named_)
+    if (k == key) {
+      w = std::move(where);
+      return;
+    }
+  named_.emplace_back(key, std::move(where));
+}
+
+void validate(const config& c, const config_origin& origin) {
+  for (const auto& s : settings) s.check(c, origin.where(s.key));
+}
+
+std::vector<std::string_view> config_keys() {
+  std::vector<std::string_view> keys;
+  for (const auto& s : settings) keys.push_back(s.key);
+  return keys;
+}
+
+std::string_view config_variable(std::string_view key) {
+  const setting* s = find_setting(key);
+  return s != nullptr ? s->variable : std::string_view{};
 }
 
 }  // namespace oa

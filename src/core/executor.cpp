@@ -281,8 +281,8 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
 
   // Host storage of results, created uninitialised and filled chunk by chunk.
   for (const auto& v : L.values)
-    if (v.cls == value_class::output && !v.v->object) v.v->owned = v.v->ops->make(v.v->shape, v.v->object);
-  for (value_state* r : L.reductions) r->owned = r->ops->make(r->shape, r->object);
+    if (v.cls == value_class::output && !v.v->object) v.v->owned = v.v->ops->make(v.v->shape, v.v->state.get(), v.v->object);
+  for (value_state* r : L.reductions) r->owned = r->ops->make(r->shape, r->state.get(), r->object);
 
   const std::size_t bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
   const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();

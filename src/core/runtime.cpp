@@ -23,6 +23,7 @@ struct runtime_state {
   std::mutex mutex;
   bool configured = false;
   config cfg;
+  config_origin origin;  // where each setting of cfg came from, for error messages
   std::unique_ptr<device> main_device;
   std::unique_ptr<device> host;
   std::vector<stage_report> reports;
@@ -48,24 +49,10 @@ runtime_state& state() {
 
 const config& config_locked(runtime_state& s) {
   if (!s.configured) {
-    s.cfg = config::from_environment();
+    s.cfg = config::from_environment(&s.origin);
     s.configured = true;
   }
   return s.cfg;
-}
-
-std::unique_ptr<device> make_cuda(const config& c) {
-#if defined(OA_HAS_CUDA)
-  cuda::options o;
-  o.memory_budget = c.device_memory;
-  o.register_host_memory = c.cuda_staging == "register";
-  return cuda::make_device(o);
-#else
-  (void)c;
-  throw config_error(
-      "oa: device 'cuda' (OA_DEVICE or the configuration): this build of oa has no CUDA device (built without the "
-      "CUDA toolkit), so no GPU can be used; use device 'auto' or 'host' (the CPU), or 'emulated'");
-#endif
 }
 
 /// Whether a GPU can be used, and why not.
@@ -73,17 +60,41 @@ bool gpu_usable(std::string& why) {
 #if defined(OA_HAS_CUDA)
   return cuda::usable_devices(&why) > 0;
 #else
-  why = "built without the CUDA toolkit";
+  why = "this build of oa has no CUDA device: built without the CUDA toolkit";
   return false;
 #endif
 }
 
-std::unique_ptr<device> make_device(const config& c, std::string& note) {
+std::unique_ptr<device> make_cuda(const config& c, const config_origin& origin) {
+  std::string why;
+  if (!gpu_usable(why))
+    throw device_unavailable("oa: " + origin.where("device") + ": device 'cuda' cannot be used: no usable GPU (" +
+                             why + "); use device 'auto' or 'host' (the CPU), or 'emulated'");
+#if defined(OA_HAS_CUDA)
+  // The CUDA device takes the budget as given: one beyond the GPU's memory
+  // would only fail allocation by allocation, mid-run.
+  cudaDeviceProp props{};
+  if (c.device_memory != 0 && cudaGetDeviceProperties(&props, 0) == cudaSuccess &&
+      c.device_memory > props.totalGlobalMem)
+    throw config_error("oa: " + origin.where("device_memory") + ": " + std::to_string(c.device_memory) +
+                       " bytes is more than the memory of GPU 0 (" + props.name + ": " +
+                       std::to_string(props.totalGlobalMem) + " bytes)");
+  cuda::options o;
+  o.memory_budget = c.device_memory;
+  o.register_host_memory = c.cuda_staging == "register";
+  return cuda::make_device(o);
+#else
+  (void)c;
+  throw device_unavailable("oa: " + origin.where("device") + ": device 'cuda': " + why);
+#endif
+}
+
+std::unique_ptr<device> make_device(const config& c, const config_origin& origin, std::string& note) {
   if (c.device == "auto") {
     std::string why;
     if (gpu_usable(why)) {
       note = " (auto: a usable GPU)";
-      return make_cuda(c);
+      return make_cuda(c, origin);
     }
     note = " (auto: no usable GPU: " + why + ")";
     return make_host_device({});
@@ -99,8 +110,9 @@ std::unique_ptr<device> make_device(const config& c, std::string& note) {
     o.run_device_functions = c.emulated_device_functions;
     return make_emulated_device(o);
   }
-  if (c.device == "cuda") return make_cuda(c);
-  throw config_error("oa: OA_DEVICE: unknown device '" + c.device + "' (use auto, host, emulated or cuda)");
+  if (c.device == "cuda") return make_cuda(c, origin);
+  validate(c, origin);  // names the bad setting; a validated config never gets here
+  throw config_error("oa: " + origin.where("device") + ": unknown device '" + c.device + "'");
 }
 
 device& host_locked(runtime_state& s) {
@@ -112,7 +124,7 @@ device& device_locked(runtime_state& s) {
   if (!s.main_device) {
     const config& c = config_locked(s);
     std::string note;
-    s.main_device = make_device(c, note);
+    s.main_device = make_device(c, s.origin, note);
     if (c.verbose && !s.announced) {
       std::fprintf(stderr, "oa: device: %s%s\n", s.main_device->name().c_str(), note.c_str());
       s.announced = true;
@@ -141,11 +153,15 @@ const config& current_config() {
   return config_locked(s);
 }
 
-void set_config(const config& c) {
+void set_config(const config& c) { set_config(c, config_origin("set_config")); }
+
+void set_config(const config& c, const config_origin& origin) {
+  validate(c, origin);  // before anything changes: a bad config leaves the old one in place
   evaluate();
   auto& s = state();
   std::lock_guard lock(s.mutex);
   s.cfg = c;
+  s.origin = origin;
   s.configured = true;
   s.main_device.reset();
   s.device_failed.clear();

@@ -128,10 +128,22 @@ namespace detail {
 template <class S, class T>
 struct partitioned_ops {
   static region host_region(const void* o, split::range r) { return S::host_region(*static_cast<const T*>(o), r); }
-  static std::shared_ptr<void> make(const split::shape& s, void*& object) {
-    auto p = std::make_shared<T>(S::template make<T>(s));
-    object = p.get();
-    return p;
+  // Results are made with the state recorded for them; values only read
+  // (spans, types the split type cannot create) never reach here.
+  static std::shared_ptr<void> make(const split::shape& s, const void* state, void*& object) {
+    if constexpr (!split::partitioned_result_split<S, T>) {
+      throw error(std::string("oa: split type ") + S::name + " cannot create a value of this type");
+    } else {
+      std::shared_ptr<T> p;
+      if constexpr (split::has_state<S, T>) {
+        if (!state) throw error(std::string("oa: split type ") + S::name + ": a result has no recorded state");
+        p = std::make_shared<T>(S::template make<T>(s, *static_cast<const split::state_t<S, T>*>(state)));
+      } else {
+        p = std::make_shared<T>(S::template make<T>(s));
+      }
+      object = p.get();
+      return p;
+    }
   }
   static region packed_region(std::byte* buffer, const split::shape& s, split::range r) {
     if constexpr (requires { S::packed_region(buffer, s, r); })
@@ -146,7 +158,7 @@ struct partitioned_ops {
 
 template <class S, class R>
 struct reduction_ops {
-  static std::shared_ptr<void> make(const split::shape&, void*& object) {
+  static std::shared_ptr<void> make(const split::shape&, const void*, void*& object) {
     auto p = std::make_shared<R>(S::template identity<R>());
     object = p.get();
     return p;
@@ -160,22 +172,176 @@ struct reduction_ops {
 };
 
 // ---- compile-time checks that name the function and the argument --------------
+// Each check is a class template whose instantiation names the function, the
+// argument (1-based) and the types, with one static_assert per requirement;
+// `value` says whether all hold, so that later code is not instantiated with
+// a split type that lacks what it uses (one message, not a cascade).
+
+/// Every split type: `kind` and `name`, and a kind the spec's role takes.
+template <fixed_string Function, std::size_t Argument, class Split, spec::kind Role>
+struct check_split_type {
+  static constexpr bool has_kind = split::contract::has_kind<Split>;
+  static constexpr bool has_name = split::contract::has_name<Split>;
+  static_assert(has_kind,
+                "oa::annotate: split type has no `static constexpr oa::split::split_kind kind` (the instantiation "
+                "names the function, the argument index and the split type)");
+  static_assert(has_name,
+                "oa::annotate: split type has no `static constexpr const char* name` (the instantiation names the "
+                "function, the argument index and the split type)");
+  static constexpr split::split_kind kind() {
+    if constexpr (has_kind) return Split::kind;
+    return split::split_kind::partitioned;
+  }
+  static constexpr bool role_ok = !has_kind || (Role == spec::kind::ret   ? kind() == split::split_kind::reduction
+                                                : Role == spec::kind::out ? kind() == split::split_kind::partitioned
+                                                : Role == spec::kind::mut ? kind() == split::split_kind::partitioned
+                                                                          : kind() != split::split_kind::reduction);
+  static_assert(role_ok,
+                "oa::annotate: this spec takes another kind of split type (in: partitioned or broadcast; mut and "
+                "out: partitioned; ret: reduction) (the instantiation names the function, the argument index and "
+                "the split type)");
+  static constexpr bool value = has_kind && has_name && role_ok;
+};
+
+/// A partitioned split type's members for values of type T.
+template <fixed_string Function, std::size_t Argument, class Split, class T>
+struct check_partitioned_split {
+  static constexpr bool stateful = split::has_state<Split, T>;
+  static_assert(split::contract::has_makeable<Split, T>,
+                "oa::annotate: split type has no `makeable<T>` (a static constexpr bool variable template) (the "
+                "instantiation names the function, the argument index, the split type and T)");
+  static_assert(split::contract::has_element<Split, T>,
+                "oa::annotate: split type has no `element<T>` naming a trivially copyable element type (the "
+                "instantiation names the function, the argument index, the split type and T)");
+  static_assert(split::contract::has_view<Split, T>,
+                "oa::annotate: split type has no `view<T>` and `view<const T>` chunk view types (the "
+                "instantiation names the function, the argument index, the split type and T)");
+  static_assert(split::contract::has_shape_of<Split, T>,
+                "oa::annotate: split type has no `shape_of(const T&)` returning oa::split::shape (the "
+                "instantiation names the function, the argument index, the split type and T)");
+  static_assert(split::contract::has_host_region<Split, T>,
+                "oa::annotate: split type has no `host_region(const T&, range)` returning oa::region (the "
+                "instantiation names the function, the argument index, the split type and T)");
+  static_assert(split::contract::has_packed_region<Split, T>,
+                "oa::annotate: split type has no `packed_region(std::byte*, const shape&, range)` (or "
+                "`packed_region<T>`) returning oa::region (the instantiation names the function, the argument "
+                "index, the split type and T)");
+  static_assert(split::contract::has_state_of<Split, T>,
+                "oa::annotate: split type declares `state<T>` but has no `state_of(const T&)` returning it (the "
+                "instantiation names the function, the argument index, the split type and T)");
+  static_assert(split::contract::has_state_copy<Split, T>,
+                "oa::annotate: split type's `state<T>` is not copy constructible (the instantiation names the "
+                "function, the argument index, the split type and T)");
+  static_assert(stateful || split::contract::has_make_view<Split, T>,
+                "oa::annotate: split type has no `make_view<T>(const region&, const shape&, range)` returning "
+                "view<T> (and the same for const T) (the instantiation names the function, the argument index, "
+                "the split type and T)");
+  static_assert(!stateful || split::contract::has_make_view<Split, T>,
+                "oa::annotate: chunk views would lose the value's unsplit state: split type declares `state<T>` "
+                "but has no `make_view<T>(const region&, const shape&, range, const state<T>&)` returning view<T> "
+                "(and the same for const T) (the instantiation names the function, the argument index, the split "
+                "type and T)");
+  static constexpr bool value = split::partitioned_split<Split, T>;
+};
+
+/// What an out spec's split type needs to create its result of type R.
+template <fixed_string Function, std::size_t Argument, class Split, class R>
+struct check_result_split {
+  static constexpr bool makeable = Split::template makeable<R>;
+  static constexpr bool stateful = split::has_state<Split, R>;
+  static_assert(makeable,
+                "oa::annotate: the result type of an out spec must be one the split type can create "
+                "(an owning type: std::vector, Eigen vectors, arrays and matrices; `makeable<R>` is false) (the "
+                "instantiation names the function, the argument index, the split type and R)");
+  static_assert(!makeable || stateful || split::contract::has_make<Split, R>,
+                "oa::annotate: split type has no `make<R>(const shape&)` returning R (the instantiation names the "
+                "function, the argument index, the split type and R)");
+  static_assert(!makeable || !stateful || split::contract::has_make_from_state<Split, R>,
+                "oa::annotate: this out spec's result would lose its unsplit state: split type declares "
+                "`state<R>` but has no `make<R>(const shape&, const state<R>&)` to make a result from a "
+                "prototype's state (the instantiation names the function, the argument index, the split type "
+                "and R)");
+  static constexpr bool value = split::partitioned_result_split<Split, R>;
+};
+
+/// Where an out result's state comes from: P, the state of the call's first
+/// split argument that has one (void: none has).
+template <fixed_string Function, std::size_t Argument, class Split, class R, class P>
+struct check_result_state {
+  static constexpr bool stateful = split::has_state<Split, R>;
+  static constexpr bool from_default = split::contract::has_result_state_default<Split, R>;
+  static constexpr bool from_prototype = split::contract::has_result_state_from<Split, R, P>;
+  static_assert(!stateful || !std::is_void_v<P> || from_default,
+                "oa::annotate: this out spec's result would lose its unsplit state: no split argument of the call "
+                "carries state to make it from, and the split type has no `result_state<R>()` (the "
+                "instantiation names the function, the argument index, the split type and R)");
+  static_assert(!stateful || std::is_void_v<P> || from_prototype,
+                "oa::annotate: this out spec's result would lose its unsplit state: the state of the argument it "
+                "is made from (P) does not convert to `state<R>`, and the split type has no "
+                "`result_state<R>(const P&)` (the instantiation names the function, the argument index, the split "
+                "type, R and P)");
+  static constexpr bool value = !stateful || (std::is_void_v<P> ? from_default : from_prototype);
+};
+
+/// accepts<T>, which partitioned and broadcast split types have: checked
+/// first, since the other members need only exist for the types accepted.
+template <fixed_string Function, std::size_t Argument, class Split, class T>
+struct check_accepts {
+  static_assert(split::contract::has_accepts<Split, T>,
+                "oa::annotate: split type has no `accepts<T>` (a static constexpr bool variable template) (the "
+                "instantiation names the function, the argument index, the split type and T)");
+  static constexpr bool value = split::contract::has_accepts<Split, T>;
+};
+
+template <fixed_string Function, std::size_t Argument, class Split, class R>
+struct check_reduction_split {
+  static_assert(split::contract::has_identity<Split, R>,
+                "oa::annotate: split type has no `identity<R>()` returning R (the instantiation names the "
+                "function, the argument index, the split type and R)");
+  static_assert(split::contract::has_combine<Split, R>,
+                "oa::annotate: split type has no `combine<R>(const R&, const R&)` returning R (the instantiation "
+                "names the function, the argument index, the split type and R)");
+  static_assert(split::contract::has_merge<Split, R>,
+                "oa::annotate: split type has no `merge<R>(std::span<const R>)` returning R (the instantiation "
+                "names the function, the argument index, the split type and R)");
+  static constexpr bool value = split::reduction_split<Split, R>;
+};
+
 template <fixed_string Function, std::size_t Argument, class Split, class Value>
 struct check_splittable {
   static_assert(Split::template accepts<Value>,
                 "oa::annotate: this argument's split type cannot split the value type given "
                 "(the instantiation names the function, the argument index and the types)");
-  static constexpr bool value = true;
+  static constexpr bool value = Split::template accepts<Value>;
 };
 
 template <fixed_string Function, std::size_t Argument, class View, class Param>
 struct check_parameter {
-  static_assert(std::is_convertible_v<View&, Param> || std::is_constructible_v<Param, View&>,
+  static constexpr bool value = std::is_convertible_v<View&, Param> || std::is_constructible_v<Param, View&>;
+  static_assert(value,
                 "oa::annotate: the CPU function's parameter does not accept the chunk view of this "
                 "argument's split type (the instantiation names the function, the argument index, "
                 "the view type and the parameter type)");
-  static constexpr bool value = true;
 };
+
+/// The state of a result of type R under split type S, from its prototype's state P.
+template <class S, class R, class P>
+std::shared_ptr<const void> result_state(const std::shared_ptr<const void>& prototype) {
+  if constexpr (!split::has_state<S, R>) {
+    return nullptr;
+  } else {
+    using RS = split::state_t<S, R>;
+    if constexpr (std::is_void_v<P>) {
+      return std::make_shared<RS>(S::template result_state<R>());
+    } else {
+      const P& p = *static_cast<const P*>(prototype.get());
+      if constexpr (requires { S::template result_state<R>(p); })
+        return std::make_shared<RS>(S::template result_state<R>(p));
+      else
+        return std::make_shared<RS>(p);
+    }
+  }
+}
 
 template <fixed_string Function, std::size_t Declared, std::size_t Parameters>
 struct check_arity {
@@ -274,12 +440,18 @@ std::string c_literal(const E& v) {
 // ---- binders: one per spec, turning a chunk's regions into views ----------------
 template <class S, class T, bool Const>
 struct part_binder {
-  using view_t = typename S::template view<std::conditional_t<Const, const T, T>>;
+  using arg_t = std::conditional_t<Const, const T, T>;
+  using view_t = typename S::template view<arg_t>;
   using elem_t = typename S::template element<T>;
   std::size_t slot;  // index into kernel_args::regions
   split::shape shape;
+  std::shared_ptr<const void> state;  // the value's unsplit state (split::state_t<S, T>), if it has one
   view_t view(const kernel_args& a) const {
-    return S::template make_view<std::conditional_t<Const, const T, T>>(a.regions[slot], shape, a.r);
+    if constexpr (split::has_state<S, T>)
+      return S::template make_view<arg_t>(a.regions[slot], shape, a.r,
+                                          *static_cast<const split::state_t<S, T>*>(state.get()));
+    else
+      return S::template make_view<arg_t>(a.regions[slot], shape, a.r);
   }
   std::conditional_t<Const, const elem_t*, elem_t*> elements(const kernel_args& a) const {
     return reinterpret_cast<elem_t*>(a.regions[slot].data);
@@ -304,6 +476,28 @@ struct is_part_binder<part_binder<S, T, C>> : std::true_type {};
 
 template <class Spec>
 constexpr bool is_partitioned = Spec::split::kind == split::split_kind::partitioned;
+
+// The result of a call: a lazy per out and ret spec; void, one, or a tuple.
+template <class Spec, bool = Spec::role == spec::kind::out || Spec::role == spec::kind::ret>
+struct result_piece {
+  using type = std::tuple<>;
+};
+template <class Spec>
+struct result_piece<Spec, true> {
+  using type = std::tuple<lazy<typename Spec::value>>;
+};
+template <class Tuple>
+struct call_result {
+  using type = Tuple;
+};
+template <>
+struct call_result<std::tuple<>> {
+  using type = void;
+};
+template <class X>
+struct call_result<std::tuple<X>> {
+  using type = X;
+};
 
 }  // namespace detail
 
@@ -349,46 +543,146 @@ class annotated {
   }
 
   static constexpr std::string_view name() { return Name.view(); }
+  /// What a call returns: void, one lazy, or a tuple of lazies (out and ret specs in order).
+  using result_type = typename detail::call_result<decltype(std::tuple_cat(
+      std::declval<typename detail::result_piece<Specs>::type>()...))>::type;
   static constexpr bool has_device = !std::is_same_v<Dev, no_device>;
 
   template <class... Args>
   auto operator()(Args&&... a) const {
     static_assert(detail::check_call_arity<Name, n_params, sizeof...(Args)>::value);
-    return record(std::make_index_sequence<n_specs>{}, std::forward_as_tuple(std::forward<Args>(a)...));
+    // A failed check has named what is wrong: nothing more is instantiated.
+    if constexpr (n_params == sizeof...(Args) &&
+                  checked_call<std::tuple<Args&&...>>(std::make_index_sequence<n_specs>{}))
+      return record(std::make_index_sequence<n_specs>{}, std::forward_as_tuple(std::forward<Args>(a)...));
+    else
+      return result_type();  // not reached: the program does not compile
   }
 
  private:
-  // Declared value types are checked against the CPU signature at once.
+  // Where the annotation is declared: every split type's contract, and the
+  // declared value types against the split types and the CPU signature.
+  // Specs without a declared value type are checked at the call.
   template <std::size_t... K>
   static constexpr bool checked_declaration(std::index_sequence<K...>) {
     using sig = detail::signature_of<Cpu>;
     if constexpr (sig::known) {
       static_assert(detail::check_arity<Name, n_specs - n_rets, std::tuple_size_v<typename sig::params>>::value);
-      (check_declared<K>(), ...);
+      if constexpr (n_specs - n_rets != std::tuple_size_v<typename sig::params>)
+        return false;
+      else
+        return (true && ... && check_declared<K>());
+    } else {
+      return (true && ... && check_declared<K>());
     }
-    return true;
   }
   template <std::size_t K>
-  static constexpr void check_declared() {
+  static constexpr bool check_declared() {
     using S = spec_at<K>;
-    if constexpr (S::role != spec::kind::ret && !std::is_void_v<typename S::value>)
-      check_view<K, typename S::value>();
+    if constexpr (!detail::check_split_type<Name, K + 1, typename S::split, S::role>::value)
+      return false;
+    else if constexpr (std::is_void_v<typename S::value>)
+      return true;
+    else
+      return check_spec<K, typename S::value>();
   }
   // Argument index in messages is 1-based, as a person counts them.
+  /// Spec K's split type for values of type T (its contract, whether it
+  /// splits T), then T's chunk view against the CPU function's parameter.
   template <std::size_t K, class T>
-  static constexpr void check_view() {
+  static constexpr bool check_spec() {
     using S = spec_at<K>;
-    static_assert(detail::check_splittable<Name, K + 1, typename S::split, T>::value);
+    using Split = typename S::split;
+    if constexpr (!detail::check_split_type<Name, K + 1, Split, S::role>::value)
+      return false;
+    else if constexpr (S::role == spec::kind::ret)
+      return detail::check_reduction_split<Name, K + 1, Split, T>::value;
+    else if constexpr (!detail::check_accepts<Name, K + 1, Split, T>::value)
+      return false;
+    else if constexpr (!detail::check_splittable<Name, K + 1, Split, T>::value)
+      return false;
+    else if constexpr (Split::kind == split::split_kind::broadcast)
+      return check_view<K, T>();
+    else if constexpr (!detail::check_partitioned_split<Name, K + 1, Split, T>::value) {
+      return false;
+    } else if constexpr (S::role == spec::kind::out) {
+      if constexpr (!detail::check_result_split<Name, K + 1, Split, T>::value) return false;
+      else return check_view<K, T>();
+    } else {
+      return check_view<K, T>();
+    }
+  }
+  template <std::size_t K, class T>
+  static constexpr bool check_view() {
+    using S = spec_at<K>;
     using sig = detail::signature_of<Cpu>;
-    if constexpr (sig::known && detail::is_partitioned<S>) {
+    if constexpr (!detail::check_splittable<Name, K + 1, typename S::split, T>::value) {
+      return false;
+    } else if constexpr (sig::known && detail::is_partitioned<S>) {
       constexpr bool is_const = S::role == spec::kind::in;
       using view = typename S::split::template view<std::conditional_t<is_const, const T, T>>;
       using param = std::tuple_element_t<K, typename sig::params>;
-      static_assert(detail::check_parameter<Name, K + 1, view, param>::value);
+      return detail::check_parameter<Name, K + 1, view, param>::value;
     } else if constexpr (sig::known) {
       using param = std::tuple_element_t<K, typename sig::params>;
-      static_assert(detail::check_parameter<Name, K + 1, const T, param>::value);
+      return detail::check_parameter<Name, K + 1, const T, param>::value;
+    } else {
+      return true;
     }
+  }
+
+  // At the call: the specs with the types of the arguments given.
+  template <class Given, std::size_t... K>
+  static constexpr bool checked_call(std::index_sequence<K...>) {
+    return (true && ... && check_call_spec<K, Given>());
+  }
+  template <std::size_t K, class Given>
+  static constexpr bool check_call_spec() {
+    using S = spec_at<K>;
+    if constexpr (S::role == spec::kind::in || S::role == spec::kind::mut)
+      return check_spec<K, given_type<K, Given>>();
+    else if constexpr (!check_spec<K, typename S::value>())
+      return false;  // reported where the annotation is declared
+    else if constexpr (S::role == spec::kind::out)
+      return detail::check_result_state<Name, K + 1, typename S::split, typename S::value,
+                                        typename decltype(prototype_state<K, Given>())::type>::value;
+    else
+      return true;
+  }
+  /// The value type of the caller's argument for in/mut spec K.
+  template <std::size_t K, class Given>
+  using given_type = detail::value_type_of<std::tuple_element_t<caller_index(K), Given>>;
+  /// Whether spec J is a split argument whose value carries unsplit state.
+  template <std::size_t J, class Given>
+  static constexpr bool carries_state() {
+    using S = spec_at<J>;
+    if constexpr (S::role == spec::kind::in || S::role == spec::kind::mut) {
+      if constexpr (split::split_type_of_kind<typename S::split, split::split_kind::partitioned>)
+        return split::has_state<typename S::split, given_type<J, Given>>;
+      else
+        return false;
+    } else {
+      return false;
+    }
+  }
+  /// The spec an out result at K takes its state from: the first split
+  /// argument before it that has state (n_specs: none).
+  template <std::size_t K, class Given>
+  static constexpr std::size_t prototype_index() {
+    return []<std::size_t... J>(std::index_sequence<J...>) {
+      std::size_t p = n_specs;
+      ((p = (p == n_specs && J < K && carries_state<J, Given>()) ? J : p), ...);
+      return p;
+    }(std::make_index_sequence<n_specs>{});
+  }
+  /// The state type of that argument, or void.
+  template <std::size_t K, class Given>
+  static constexpr auto prototype_state() {
+    constexpr std::size_t p = prototype_index<K, Given>();
+    if constexpr (p == n_specs)
+      return std::type_identity<void>{};
+    else
+      return std::type_identity<split::state_t<typename spec_at<p>::split, given_type<p, Given>>>{};
   }
 
   template <std::size_t... K, class Tuple>
@@ -405,8 +699,10 @@ class annotated {
     std::size_t like_arg = 0;
     // Bind every spec in order; outputs need the shape of the first split argument.
     std::vector<detail::value_ptr> results;
+    // The unsplit state of each split argument, for the results made from it.
+    std::array<std::shared_ptr<const void>, n_specs> states{};
     // Braced initialisation: binders are made in spec order.
-    auto binders = std::tuple{bind<K>(*g, node, given, slot, units, like, have_like, like_arg, results)...};
+    auto binders = std::tuple{bind<K>(*g, node, given, slot, units, like, have_like, like_arg, results, states)...};
     node.units = units;
     make_kernels(node, binders, std::index_sequence<K...>{});
     const int id = g->add(std::move(node));
@@ -416,8 +712,8 @@ class annotated {
 
   template <std::size_t K, class Tuple>
   auto bind(detail::graph& g, detail::call_node& node, Tuple& given, std::size_t& slot, std::size_t& units,
-            split::shape& like, bool& have_like, std::size_t& like_arg,
-            std::vector<detail::value_ptr>& results) const {
+            split::shape& like, bool& have_like, std::size_t& like_arg, std::vector<detail::value_ptr>& results,
+            std::array<std::shared_ptr<const void>, n_specs>& states) const {
     using S = spec_at<K>;
     using Split = typename S::split;
     constexpr const char* fn = Name.data;
@@ -427,7 +723,6 @@ class annotated {
       using A = std::tuple_element_t<j, std::remove_reference_t<Tuple>>;
       auto&& a = std::get<j>(given);
       using T = detail::value_type_of<A>;
-      check_view<K, T>();
       if constexpr (Split::kind == split::split_kind::broadcast) {
         static_assert(S::role == spec::kind::in, "oa::annotate: a broadcast argument cannot be mut");
         if constexpr (is_lazy_v<A>) {
@@ -448,7 +743,15 @@ class annotated {
                                                      !std::is_const_v<std::remove_reference_t<A>>>::value);
         const detail::value_ops* ops = &detail::partitioned_ops<Split, T>::table;
         detail::value_ptr v = bind_value<Split, T>(g, a, ops, fn, arg_name);
+        if constexpr (split::has_state<Split, T>) {
+          // Read once, when the call is recorded; a result has it from its call.
+          if (!v->state) {
+            if (!v->object) throw error("oa: " + arg_name + " of " + std::string(Name.view()) + ": no unsplit state recorded");
+            v->state = std::make_shared<split::state_t<Split, T>>(Split::state_of(*static_cast<const T*>(v->object)));
+          }
+        }
         check_units(v->shape, units, like, have_like, like_arg, K, fn, arg_name);
+        states[K] = v->state;
         detail::node_arg na{is_mut ? detail::arg_role::mut : detail::arg_role::in, v, nullptr};
         if constexpr (is_mut) {
           auto nv = std::make_shared<detail::value_state>();
@@ -456,6 +759,7 @@ class annotated {
           nv->ops = ops;
           nv->shape = v->shape;
           nv->object = v->object;
+          nv->state = v->state;  // unsplit: chunks cannot change it
           nv->user_storage = true;
           nv->status = detail::value_status::pending;
           nv->owner = g.weak_from_this();
@@ -463,15 +767,10 @@ class annotated {
           na.new_value = nv;
         }
         node.args.push_back(std::move(na));
-        return detail::part_binder<Split, T, !is_mut>{slot++, v->shape};
+        return detail::part_binder<Split, T, !is_mut>{slot++, v->shape, v->state};
       }
     } else if constexpr (S::role == spec::kind::out) {
       using R = typename S::value;
-      static_assert(Split::kind == split::split_kind::partitioned, "oa::annotate: out specs take partitioned split types");
-      static_assert(Split::template makeable<R>,
-                    "oa::annotate: the result type of an out spec must be one the split type can create "
-                    "(an owning type: std::vector, Eigen vectors, arrays and matrices)");
-      check_view<K, R>();
       if (!have_like)
         throw invalid_argument(std::string(Name.view()), arg_name, "an out argument needs a split argument to take its shape from");
       auto v = std::make_shared<detail::value_state>();
@@ -481,14 +780,16 @@ class annotated {
       // shape of the argument it is shaped like.
       const std::size_t inner = std::is_same_v<Split, split::contiguous> ? 1 : like.inner;
       v->shape = {like.units, inner, sizeof(typename Split::template element<R>)};
+      constexpr std::size_t proto = prototype_index<K, Tuple>();
+      v->state = detail::result_state<Split, R, typename decltype(prototype_state<K, Tuple>())::type>(
+          proto < n_specs ? states[proto] : nullptr);
       v->status = detail::value_status::pending;
       v->owner = g.weak_from_this();
       node.args.push_back({detail::arg_role::out, v, nullptr});
       results.push_back(v);
-      return detail::part_binder<Split, R, false>{slot++, v->shape};
+      return detail::part_binder<Split, R, false>{slot++, v->shape, v->state};
     } else {
       using R = typename S::value;
-      static_assert(Split::kind == split::split_kind::reduction, "oa::annotate: ret specs take reduction split types");
       static_assert(std::is_trivially_copyable_v<R>, "oa::annotate: a reduction result must be trivially copyable");
       if (!have_like) throw invalid_argument(std::string(Name.view()), arg_name, "a reduction needs a split argument");
       auto v = std::make_shared<detail::value_state>();

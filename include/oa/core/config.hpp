@@ -6,13 +6,18 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
 namespace oa {
+
+class config_origin;
 
 struct config {
   std::string device = "auto";          // OA_DEVICE: auto, host, emulated, cuda
   std::size_t device_memory = 0;        // OA_DEVICE_MEMORY: bytes; 0 = device default
-  int streams = 0;                      // OA_STREAMS: 0 = device default
+  int streams = 0;                      // OA_STREAMS: 1-64; 0 = device default
   std::size_t chunk_bytes = 0;          // OA_CHUNK_BYTES: override of the planner; 0 = planned
   std::size_t host_threshold = std::size_t{1} << 20;  // OA_HOST_THRESHOLD: stages whose data is smaller run on the host device
   std::string report;                   // OA_REPORT: JSON run report written at exit
@@ -27,11 +32,44 @@ struct config {
   int progress = -1;                    // OA_PROGRESS: 1 on, 0 off, -1 = when stderr is a terminal
   bool verbose = false;                 // OA_VERBOSE
 
-  /// Defaults overlaid with OA_CONFIG's JSON file and then OA_* variables.
-  static config from_environment();
-  /// Overlays the keys of a JSON object (same names as the fields above).
-  void merge_json(const std::string& json_text, const std::string& origin);
+  /// Defaults overlaid with OA_CONFIG's JSON file and then OA_* variables,
+  /// then validated; `origins`, when given, learns where each setting came from.
+  static config from_environment(config_origin* origins = nullptr);
+  /// Overlays the keys of a JSON object (same names as the fields above),
+  /// each checked as validate() does; errors name `source` and the key.
+  void merge_json(const std::string& json_text, const std::string& source, config_origin* origins = nullptr);
 };
+
+/// Where the settings of a config came from, as error messages name them:
+/// "OA_STREAMS", "settings.json: key 'streams'", "set_config: streams", "--streams".
+class config_origin {
+ public:
+  /// Every setting at its default ("streams (default)").
+  config_origin() = default;
+  /// Every setting given through `source` ("set_config" names "set_config: streams").
+  explicit config_origin(std::string source) : source_(std::move(source)) {}
+
+  /// How messages name where setting `key` (a field name above) came from.
+  std::string where(std::string_view key) const;
+  /// Setting `key` came from `where`.
+  void set(std::string_view key, std::string where);
+
+ private:
+  std::string source_;
+  std::vector<std::pair<std::string, std::string>> named_;
+};
+
+/// Checks every setting of `c`, whatever its source: values in range, a
+/// report/trace file that can be written, an emulated device budget within
+/// the machine's physical memory. Throws oa::config_error naming the first
+/// bad setting as `origin` names it, e.g. "oa: OA_STREAMS: 1024 is out of
+/// range (1-64, or 0 for the device's default)".
+void validate(const config& c, const config_origin& origin);
+
+/// The keys of the JSON file (the field names above), in the fields' order.
+std::vector<std::string_view> config_keys();
+/// The environment variable of a key ("streams" -> "OA_STREAMS").
+std::string_view config_variable(std::string_view key);
 
 /// Parses "64MiB", "1.5 GiB", "4096", "2GB" (decimal) into bytes; throws
 /// oa::config_error naming `what` on a malformed value.

@@ -37,6 +37,13 @@ class config_error : public error {
   using error::error;
 };
 
+/// The configured device cannot be made here (device 'cuda' without a usable
+/// GPU): names the setting and the reason. Thrown where the device is first needed.
+class device_unavailable : public config_error {
+ public:
+  using config_error::config_error;
+};
+
 /// The device cannot hold an allocation. The one error the engine recovers from
 /// by itself (smaller chunks, fewer streams), see planner.
 class device_out_of_memory : public error {

@@ -36,8 +36,9 @@ struct value_ops {
   region (*host_region)(const void* object, split::range r);
   /// Chunk of a packed device buffer holding chunk r (same width and rows as host_region).
   region (*packed_region)(std::byte* buffer, const split::shape& s, split::range r);
-  /// Creates uninitialised host storage of the value's shape; returns the owner.
-  std::shared_ptr<void> (*make)(const split::shape& s, void*& object);
+  /// Creates uninitialised host storage of the value's shape, carrying `state`
+  /// (value_state::state: null for values without unsplit state); returns the owner.
+  std::shared_ptr<void> (*make)(const split::shape& s, const void* state, void*& object);
   /// Reductions: folds `n` partials (each `partial_bytes`) in order into `object`.
   void (*merge)(const std::byte* partials, std::size_t n, void* object);
   std::size_t partial_bytes;
@@ -51,6 +52,7 @@ struct value_state {
   split::shape shape;
   std::shared_ptr<void> owned;  // host storage the runtime owns (null for the caller's data)
   void* object = nullptr;       // host object: owned, or the caller's
+  std::shared_ptr<const void> state;  // unsplit state (split types with state), fixed when recorded
   bool user_storage = false;    // `object` is the caller's: always written back
   value_status status = value_status::ready;
   std::exception_ptr error;

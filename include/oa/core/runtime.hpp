@@ -29,8 +29,11 @@ class scope {
 /// The process-wide configuration (from OA_CONFIG and OA_* at first use).
 const config& current_config();
 /// Replaces the configuration; devices are re-created on next use. Pending
-/// calls are evaluated first, under the old configuration.
+/// calls are evaluated first, under the old configuration. The whole config
+/// is validated first: oa::config_error names the bad setting as
+/// "set_config: <key>", or as `origin` names it.
 void set_config(const config& c);
+void set_config(const config& c, const config_origin& origin);
 
 /// The device that stages are offered to (OA_DEVICE), created on first use.
 device& current_device();
