@@ -65,6 +65,25 @@ void check_staging_regions(const oa::region& h, const oa::region& p, const shape
   CHECK(p.contiguous());
 }
 
+/// Stages a contiguous chunk as the engine does: host and packed regions
+/// agree, and the host one is copied into the packed one.
+void stage_contiguous_chunk(const oa::region& h, const oa::region& p, const shape& sh, const range& r) {
+  check_staging_regions(h, p, sh, r);
+  CHECK(h.contiguous());
+  oa::copy_region(p, h);
+}
+
+/// First index of `z` that is not `x` with chunk r overwritten by -1, -2, ..., or `none`.
+template <class E>
+std::size_t chunk_write_mismatch(const E* z, const E* x, std::size_t n, range r) {
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool inside = i >= r.begin && i < r.end;
+    const E want = inside ? static_cast<E>(-static_cast<double>(i - r.begin) - 1) : x[i];
+    if (!(z[i] == want)) return i;
+  }
+  return none;
+}
+
 /// Checks that `rs` tiles [0, units): in order, no gap, no overlap, none empty.
 void check_tiling(const std::vector<range>& rs, std::size_t units) {
   std::size_t next = 0;
@@ -209,9 +228,7 @@ void contiguous_laws() {
         CAPTURE(r.end);
         const oa::region h = S::host_region(x, r);
         const oa::region p = packed_region_of<S, T>(buf.at(r), sh, r);
-        check_staging_regions(h, p, sh, r);
-        CHECK(h.contiguous());
-        oa::copy_region(p, h);
+        stage_contiguous_chunk(h, p, sh, r);
         // The staged chunk, viewed on the "device".
         auto v = S::make_view<const T>(p, sh, r);
         REQUIRE(static_cast<std::size_t>(v.size()) == r.size());
@@ -242,13 +259,7 @@ void contiguous_laws() {
         std::copy_n(x.data(), n, z.x.data());
         auto m = S::make_view<T>(S::host_region(z.x, r), sh, r);
         for (std::size_t i = 0; i < r.size(); ++i) m.data()[i] = static_cast<E>(-static_cast<double>(i) - 1);
-        std::size_t wrong = none;
-        for (std::size_t i = 0; i < n && wrong == none; ++i) {
-          const bool inside = i >= r.begin && i < r.end;
-          const E want = inside ? static_cast<E>(-static_cast<double>(i - r.begin) - 1) : x.data()[i];
-          if (!(z.x.data()[i] == want)) wrong = i;
-        }
-        CHECK(wrong == none);
+        CHECK(chunk_write_mismatch<E>(z.x.data(), x.data(), n, r) == none);
       }
     }
   }
@@ -714,9 +725,7 @@ TEST_CASE("stateful: split, view and merge through the engine's copy path") {
         CAPTURE(r.end);
         const oa::region h = ops.host_region(&x, r);
         const oa::region p = ops.packed_region(buf.at(r), sh, r);
-        check_staging_regions(h, p, sh, r);
-        CHECK(h.contiguous());
-        oa::copy_region(p, h);
+        stage_contiguous_chunk(h, p, sh, r);
         // The staged chunk, viewed on the "device", carries the state.
         const geo::view v = series_split::make_view<const Series>(p, sh, r, st);
         REQUIRE(v.values.size() == r.size());
@@ -746,13 +755,7 @@ TEST_CASE("stateful: split, view and merge through the engine's copy path") {
         const geo::mut_view m = series_split::make_view<Series>(ops.host_region(&z, r), sh, r, st);
         CHECK(m.name == x.name);
         for (std::size_t i = 0; i < r.size(); ++i) m.values[i] = -static_cast<double>(i) - 1;
-        std::size_t wrong = none;
-        for (std::size_t i = 0; i < n && wrong == none; ++i) {
-          const bool inside = i >= r.begin && i < r.end;
-          const double want = inside ? -static_cast<double>(i - r.begin) - 1 : x.values[i];
-          if (z.values[i] != want) wrong = i;
-        }
-        CHECK(wrong == none);
+        CHECK(chunk_write_mismatch<double>(z.values.data(), x.values.data(), n, r) == none);
       }
     }
   }

@@ -177,6 +177,10 @@ struct reduction_ops {
 // `value` says whether all hold, so that later code is not instantiated with
 // a split type that lacks what it uses (one message, not a cascade).
 
+// The end of every message of the contract checks below.
+#define OA_DETAIL_NAMES_T " (the instantiation names the function, the argument index, the split type and T)"
+#define OA_DETAIL_NAMES_R " (the instantiation names the function, the argument index, the split type and R)"
+
 /// Every split type: `kind` and `name`, and a kind the spec's role takes.
 template <fixed_string Function, std::size_t Argument, class Split, spec::kind Role>
 struct check_split_type {
@@ -208,39 +212,35 @@ template <fixed_string Function, std::size_t Argument, class Split, class T>
 struct check_partitioned_split {
   static constexpr bool stateful = split::has_state<Split, T>;
   static_assert(split::contract::has_makeable<Split, T>,
-                "oa::annotate: split type has no `makeable<T>` (a static constexpr bool variable template) (the "
-                "instantiation names the function, the argument index, the split type and T)");
+                "oa::annotate: split type has no `makeable<T>` (a static constexpr bool variable "
+                "template)" OA_DETAIL_NAMES_T);
   static_assert(split::contract::has_element<Split, T>,
-                "oa::annotate: split type has no `element<T>` naming a trivially copyable element type (the "
-                "instantiation names the function, the argument index, the split type and T)");
-  static_assert(split::contract::has_view<Split, T>,
-                "oa::annotate: split type has no `view<T>` and `view<const T>` chunk view types (the "
-                "instantiation names the function, the argument index, the split type and T)");
-  static_assert(split::contract::has_shape_of<Split, T>,
-                "oa::annotate: split type has no `shape_of(const T&)` returning oa::split::shape (the "
-                "instantiation names the function, the argument index, the split type and T)");
+                "oa::annotate: split type has no `element<T>` naming a trivially copyable element "
+                "type" OA_DETAIL_NAMES_T);
+  static_assert(
+      split::contract::has_view<Split, T>,
+      "oa::annotate: split type has no `view<T>` and `view<const T>` chunk view types" OA_DETAIL_NAMES_T);
+  static_assert(
+      split::contract::has_shape_of<Split, T>,
+      "oa::annotate: split type has no `shape_of(const T&)` returning oa::split::shape" OA_DETAIL_NAMES_T);
   static_assert(split::contract::has_host_region<Split, T>,
-                "oa::annotate: split type has no `host_region(const T&, range)` returning oa::region (the "
-                "instantiation names the function, the argument index, the split type and T)");
+                "oa::annotate: split type has no `host_region(const T&, range)` returning "
+                "oa::region" OA_DETAIL_NAMES_T);
   static_assert(split::contract::has_packed_region<Split, T>,
                 "oa::annotate: split type has no `packed_region(std::byte*, const shape&, range)` (or "
-                "`packed_region<T>`) returning oa::region (the instantiation names the function, the argument "
-                "index, the split type and T)");
+                "`packed_region<T>`) returning oa::region" OA_DETAIL_NAMES_T);
   static_assert(split::contract::has_state_of<Split, T>,
-                "oa::annotate: split type declares `state<T>` but has no `state_of(const T&)` returning it (the "
-                "instantiation names the function, the argument index, the split type and T)");
+                "oa::annotate: split type declares `state<T>` but has no `state_of(const T&)` returning "
+                "it" OA_DETAIL_NAMES_T);
   static_assert(split::contract::has_state_copy<Split, T>,
-                "oa::annotate: split type's `state<T>` is not copy constructible (the instantiation names the "
-                "function, the argument index, the split type and T)");
+                "oa::annotate: split type's `state<T>` is not copy constructible" OA_DETAIL_NAMES_T);
   static_assert(stateful || split::contract::has_make_view<Split, T>,
-                "oa::annotate: split type has no `make_view<T>(const region&, const shape&, range)` returning "
-                "view<T> (and the same for const T) (the instantiation names the function, the argument index, "
-                "the split type and T)");
+                "oa::annotate: split type has no `make_view<T>(const region&, const shape&, range)` "
+                "returning view<T> (and the same for const T)" OA_DETAIL_NAMES_T);
   static_assert(!stateful || split::contract::has_make_view<Split, T>,
-                "oa::annotate: chunk views would lose the value's unsplit state: split type declares `state<T>` "
-                "but has no `make_view<T>(const region&, const shape&, range, const state<T>&)` returning view<T> "
-                "(and the same for const T) (the instantiation names the function, the argument index, the split "
-                "type and T)");
+                "oa::annotate: chunk views would lose the value's unsplit state: split type declares "
+                "`state<T>` but has no `make_view<T>(const region&, const shape&, range, const "
+                "state<T>&)` returning view<T> (and the same for const T)" OA_DETAIL_NAMES_T);
   static constexpr bool value = split::partitioned_split<Split, T>;
 };
 
@@ -250,17 +250,15 @@ struct check_result_split {
   static constexpr bool makeable = Split::template makeable<R>;
   static constexpr bool stateful = split::has_state<Split, R>;
   static_assert(makeable,
-                "oa::annotate: the result type of an out spec must be one the split type can create "
-                "(an owning type: std::vector, Eigen vectors, arrays and matrices; `makeable<R>` is false) (the "
-                "instantiation names the function, the argument index, the split type and R)");
+                "oa::annotate: the result type of an out spec must be one the split type can create (an "
+                "owning type: std::vector, Eigen vectors, arrays and matrices; `makeable<R>` is "
+                "false)" OA_DETAIL_NAMES_R);
   static_assert(!makeable || stateful || split::contract::has_make<Split, R>,
-                "oa::annotate: split type has no `make<R>(const shape&)` returning R (the instantiation names the "
-                "function, the argument index, the split type and R)");
+                "oa::annotate: split type has no `make<R>(const shape&)` returning R" OA_DETAIL_NAMES_R);
   static_assert(!makeable || !stateful || split::contract::has_make_from_state<Split, R>,
                 "oa::annotate: this out spec's result would lose its unsplit state: split type declares "
                 "`state<R>` but has no `make<R>(const shape&, const state<R>&)` to make a result from a "
-                "prototype's state (the instantiation names the function, the argument index, the split type "
-                "and R)");
+                "prototype's state" OA_DETAIL_NAMES_R);
   static constexpr bool value = split::partitioned_result_split<Split, R>;
 };
 
@@ -272,9 +270,9 @@ struct check_result_state {
   static constexpr bool from_default = split::contract::has_result_state_default<Split, R>;
   static constexpr bool from_prototype = split::contract::has_result_state_from<Split, R, P>;
   static_assert(!stateful || !std::is_void_v<P> || from_default,
-                "oa::annotate: this out spec's result would lose its unsplit state: no split argument of the call "
-                "carries state to make it from, and the split type has no `result_state<R>()` (the "
-                "instantiation names the function, the argument index, the split type and R)");
+                "oa::annotate: this out spec's result would lose its unsplit state: no split argument of "
+                "the call carries state to make it from, and the split type has no "
+                "`result_state<R>()`" OA_DETAIL_NAMES_R);
   static_assert(!stateful || std::is_void_v<P> || from_prototype,
                 "oa::annotate: this out spec's result would lose its unsplit state: the state of the argument it "
                 "is made from (P) does not convert to `state<R>`, and the split type has no "
@@ -288,24 +286,26 @@ struct check_result_state {
 template <fixed_string Function, std::size_t Argument, class Split, class T>
 struct check_accepts {
   static_assert(split::contract::has_accepts<Split, T>,
-                "oa::annotate: split type has no `accepts<T>` (a static constexpr bool variable template) (the "
-                "instantiation names the function, the argument index, the split type and T)");
+                "oa::annotate: split type has no `accepts<T>` (a static constexpr bool variable "
+                "template)" OA_DETAIL_NAMES_T);
   static constexpr bool value = split::contract::has_accepts<Split, T>;
 };
 
 template <fixed_string Function, std::size_t Argument, class Split, class R>
 struct check_reduction_split {
   static_assert(split::contract::has_identity<Split, R>,
-                "oa::annotate: split type has no `identity<R>()` returning R (the instantiation names the "
-                "function, the argument index, the split type and R)");
-  static_assert(split::contract::has_combine<Split, R>,
-                "oa::annotate: split type has no `combine<R>(const R&, const R&)` returning R (the instantiation "
-                "names the function, the argument index, the split type and R)");
-  static_assert(split::contract::has_merge<Split, R>,
-                "oa::annotate: split type has no `merge<R>(std::span<const R>)` returning R (the instantiation "
-                "names the function, the argument index, the split type and R)");
+                "oa::annotate: split type has no `identity<R>()` returning R" OA_DETAIL_NAMES_R);
+  static_assert(
+      split::contract::has_combine<Split, R>,
+      "oa::annotate: split type has no `combine<R>(const R&, const R&)` returning R" OA_DETAIL_NAMES_R);
+  static_assert(
+      split::contract::has_merge<Split, R>,
+      "oa::annotate: split type has no `merge<R>(std::span<const R>)` returning R" OA_DETAIL_NAMES_R);
   static constexpr bool value = split::reduction_split<Split, R>;
 };
+
+#undef OA_DETAIL_NAMES_T
+#undef OA_DETAIL_NAMES_R
 
 template <fixed_string Function, std::size_t Argument, class Split, class Value>
 struct check_splittable {
