@@ -39,21 +39,22 @@
 // Merging partitioned results is concatenation: each chunk is written to its
 // own host region, so there is nothing to merge afterwards.
 //
-// A worked example: a series of samples with a name and a scale.
+// A worked example: a series of samples with a name and a scale, whose
+// library functions take a run of samples with the name and scale.
 //
 //   struct Series { std::vector<double> values; std::string name; double scale = 1.0; };
-//   struct series_info { std::string name; double scale; };
-//   template <class E> struct series_chunk { std::span<E> values; const series_info* info; };
+//   template <class E> struct basic_view { std::span<E> values; std::string_view name; double scale; };
+//   struct series_state { std::string name; double scale = 1.0; };
 //
 //   struct series_split {
 //     static constexpr oa::split::split_kind kind = oa::split::split_kind::partitioned;
-//     static constexpr const char* name = "series";
+//     static constexpr const char* name = "geo::series";
 //     template <class T> static constexpr bool accepts = std::is_same_v<std::remove_cvref_t<T>, Series>;
 //     template <class T> static constexpr bool makeable = accepts<T>;
 //     template <class T> using element = double;
-//     template <class T> using view = series_chunk<std::conditional_t<std::is_const_v<T>, const double, double>>;
-//     template <class T> using state = series_info;
-//     static series_info state_of(const Series& s) { return {s.name, s.scale}; }
+//     template <class T> using view = basic_view<std::conditional_t<std::is_const_v<T>, const double, double>>;
+//     template <class T> using state = series_state;
+//     static series_state state_of(const Series& s) { return {s.name, s.scale}; }
 //     static oa::split::shape shape_of(const Series& s) { return {s.values.size(), 1, sizeof(double)}; }
 //     static oa::region host_region(const Series& s, oa::split::range r) {
 //       auto* p = reinterpret_cast<std::byte*>(const_cast<double*>(s.values.data() + r.begin));
@@ -63,12 +64,15 @@
 //       return {b, r.size() * sizeof(double), 1, r.size() * sizeof(double)};
 //     }
 //     template <class T>
-//     static view<T> make_view(const oa::region& g, const oa::split::shape&, oa::split::range r, const series_info& i) {
+//     static view<T> make_view(const oa::region& g, const oa::split::shape&, oa::split::range r,
+//                              const series_state& st) {
 //       using E = std::conditional_t<std::is_const_v<T>, const double, double>;
-//       return {std::span<E>(reinterpret_cast<E*>(g.data), r.size()), &i};
+//       return {std::span<E>(reinterpret_cast<E*>(g.data), r.size()), st.name, st.scale};
 //     }
 //     template <class T>
-//     static T make(const oa::split::shape& s, const series_info& i) { return {std::vector<double>(s.units), i.name, i.scale}; }
+//     static T make(const oa::split::shape& s, const series_state& st) {
+//       return Series{std::vector<double>(s.units), st.name, st.scale};
+//     }
 //   };
 //
 // examples/stateful/ has it whole, annotated and run against the plain program.
@@ -257,16 +261,17 @@ concept split_type_of_kind = contract::has_kind<S> && contract::has_name<S> && S
 
 /// A partitioned split type that accepts, and can view and stage, values of type T.
 template <class S, class T>
-concept partitioned_split = split_type_of_kind<S, split_kind::partitioned> && contract::has_accepts<S, T> &&
-                            S::template accepts<T> && contract::has_makeable<S, T> && contract::has_element<S, T> && contract::has_view<S, T> &&
-                            contract::has_shape_of<S, T> && contract::has_host_region<S, T> &&
-                            contract::has_packed_region<S, T> && contract::has_make_view<S, T> &&
-                            contract::has_state_of<S, T> && contract::has_state_copy<S, T>;
+concept partitioned_split =
+    split_type_of_kind<S, split_kind::partitioned> && contract::has_accepts<S, T> && S::template accepts<T> &&
+    contract::has_makeable<S, T> && contract::has_element<S, T> && contract::has_view<S, T> &&
+    contract::has_shape_of<S, T> && contract::has_host_region<S, T> && contract::has_packed_region<S, T> &&
+    contract::has_make_view<S, T> && contract::has_state_of<S, T> && contract::has_state_copy<S, T>;
 
 /// A partitioned split type that can also create results of type R.
 template <class S, class R>
-concept partitioned_result_split = partitioned_split<S, R> && S::template makeable<R> &&
-                                   (has_state<S, R> ? contract::has_make_from_state<S, R> : contract::has_make<S, R>);
+concept partitioned_result_split =
+    partitioned_split<S, R> && S::template makeable<R> &&
+    (has_state<S, R> ? contract::has_make_from_state<S, R> : contract::has_make<S, R>);
 
 /// A broadcast split type for values of type T.
 template <class S, class T>
