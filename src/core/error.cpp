@@ -10,6 +10,16 @@ namespace detail {
 void throw_invalid_argument(const char* function, const char* argument, const std::string& what) {
   throw invalid_argument(function, argument, what);
 }
+
+std::string message_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
 }  // namespace detail
 
 void copy_region(const region& dst, const region& src) noexcept {

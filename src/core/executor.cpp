@@ -230,6 +230,150 @@ std::string largest_unit(const stage_layout& L) {
   return "; largest unit: " + big->v->label + ", " + std::to_string(big->v->shape.unit_bytes()) + " bytes";
 }
 
+/// A caller's object resized since the call was recorded would be read or
+/// written out of bounds: refuse the stage before any work.
+void check_caller_objects(const stage& s, const std::vector<call_node>& nodes) {
+  for (int c : s.calls) {
+    const call_node& n = nodes[static_cast<std::size_t>(c)];
+    for (const auto& a : n.args) {
+      const value_state& v = *a.value;
+      if (a.role == arg_role::out || !v.user_storage || !v.ops || !v.ops->shape_of) continue;
+      const split::shape now = v.ops->shape_of(v.object);
+      if (now == v.shape) continue;
+      throw invalid_argument(n.name, v.label,
+                             "the caller's object has " + std::to_string(now.units) + " units of " +
+                                 std::to_string(now.unit_bytes()) + " bytes now, but had " +
+                                 std::to_string(v.shape.units) + " of " + std::to_string(v.shape.unit_bytes()) +
+                                 " when the call was recorded: objects passed to oa must stay alive and unchanged "
+                                 "until their calls have run");
+    }
+  }
+}
+
+/// Copies of the caller's objects that a stage updates in place, taken chunk
+/// by chunk before the chunk's work is queued: a failed stage puts them all
+/// back (all or nothing), and a chunk re-run on the host starts from them.
+class undo_log {
+ public:
+  undo_log(const stage& s, const std::vector<call_node>& nodes) {
+    for (int c : s.calls)
+      for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
+        if (a.role == arg_role::mut && std::none_of(targets_.begin(), targets_.end(), [&](const value_state* t) {
+              return t->object == a.value->object;
+            }))
+          targets_.push_back(a.value.get());
+  }
+
+  /// Keeps chunk j's bytes of every object updated in place.
+  void save(std::size_t j, split::range r) {
+    if (targets_.empty()) return;
+    if (saved_.size() <= j) saved_.resize(j + 1);
+    chunk& c = saved_[j];
+    c.r = r;
+    c.kept = true;
+    for (const value_state* t : targets_) {
+      const region from = t->ops->host_region(t->object, r);
+      const std::size_t at = c.bytes.size();
+      c.bytes.resize(at + from.bytes());
+      copy_region(from.packed_at(c.bytes.data() + at), from);
+    }
+    bytes_ += c.bytes.size();
+  }
+
+  /// Chunk j as it was before the stage, and kept so (a re-run may fail too).
+  void before_rerun(std::size_t j, split::range r) {
+    if (j < saved_.size() && saved_[j].kept) restore(saved_[j]);
+    else save(j, r);
+  }
+
+  /// Every chunk saved goes back.
+  void restore_all() noexcept {
+    for (const chunk& c : saved_)
+      if (c.kept) restore(c);
+  }
+
+  /// Bytes kept (the price of all-or-nothing updates).
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  struct chunk {
+    split::range r;
+    bool kept = false;
+    std::vector<std::byte> bytes;  // each target's region, packed, in order
+  };
+
+  void restore(const chunk& c) noexcept {
+    std::size_t at = 0;
+    for (const value_state* t : targets_) {
+      const region to = t->ops->host_region(t->object, c.r);
+      copy_region(to, to.packed_at(const_cast<std::byte*>(c.bytes.data()) + at));
+      at += to.bytes();
+    }
+  }
+
+  std::vector<const value_state*> targets_;
+  std::vector<chunk> saved_;
+  std::size_t bytes_ = 0;
+};
+
+/// Runs chunks `which` of the stage again on the host device, in place, over
+/// its streams; each chunk leaves one partial per reduction where the device's
+/// entries would have been. Returns the error of the first failing chunk.
+std::exception_ptr rerun_on_host(device& host, const stage& s, const std::vector<call_node>& nodes,
+                                 const std::unordered_set<const value_state*>& needed_on_host,
+                                 const std::vector<split::range>& ranges, const std::vector<std::size_t>& which,
+                                 std::size_t chunk_units, const stage_layout& L,
+                                 const std::vector<std::size_t>& partial_offsets, std::size_t chunk_partial_bytes,
+                                 std::vector<std::byte>& partials) {
+  const stage_layout HL = layout_stage(s, nodes, placement_mode::in_place, needed_on_host);
+  const std::size_t nstreams = std::min<std::size_t>(static_cast<std::size_t>(std::max(host.preferred_streams(), 1)), which.size());
+  std::vector<std::byte> host_partials(which.size() * L.partial_bytes);
+  std::vector<event> done(which.size());
+  std::exception_ptr first;
+  {
+    slots_guard guard(host);  // declared after what its queued work touches
+    try {
+      slot blank;
+      blank.dev = &host;
+      guard.slots.assign(nstreams, blank);
+      for (auto& sl : guard.slots) {
+        allocate_slot(sl, HL, chunk_units, 0);
+        sl.stream = host.create_stream();
+      }
+      for (std::size_t k = 0; k < which.size(); ++k) {
+        const slot& sl = guard.slots[k % nstreams];
+        const split::range r = ranges[which[k]];
+        std::byte* partial = host_partials.data() + k * L.partial_bytes;
+        launch l{"host re-run", [&s, &nodes, &HL, regs = chunk_regions(HL, sl.buffers, r), r, partial] {
+                   run_chunk(s, nodes, HL, regs, r, partial, false);
+                 }, {}, {}};
+        host.launch_async(std::move(l), sl.stream);
+        done[k] = host.record_event(sl.stream);
+      }
+    } catch (...) {
+      first = std::current_exception();
+    }
+    for (const event& e : done)
+      if (e)
+        if (std::exception_ptr err = host.synchronize_event(e); err && !first) first = err;
+    for (auto& sl : guard.slots)
+      if (sl.stream >= 0) try {
+          host.synchronize(sl.stream);  // clears the stream's error
+        } catch (...) {
+        }
+  }
+  for (std::size_t k = 0; k < which.size(); ++k) {
+    std::size_t prefix = 0;
+    for (std::size_t q = 0; q < L.reductions.size(); ++q) {
+      const std::size_t pb = L.reductions[q]->ops->partial_bytes;
+      std::memcpy(partials.data() + which[k] * chunk_partial_bytes + partial_offsets[q],
+                  host_partials.data() + k * L.partial_bytes + prefix, pb);
+      prefix += pb;
+    }
+  }
+  return first;
+}
+
 }  // namespace
 
 void fail_stage(const stage& s, const std::vector<call_node>& nodes, std::exception_ptr e) {
@@ -252,6 +396,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
 
   const stage s = cancel_failed(s_in, nodes);
   if (s.calls.empty()) return rep;
+  check_caller_objects(s, nodes);
 
   const bool in_place = dev.host_accessible();
   const bool fused = !in_place && dev.compiles_kernels();
@@ -281,66 +426,75 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
 
   // Host storage of results, created uninitialised and filled chunk by chunk.
   for (const auto& v : L.values)
-    if (v.cls == value_class::output && !v.v->object) v.v->owned = v.v->ops->make(v.v->shape, v.v->state.get(), v.v->object);
+    if (v.cls == value_class::output && !v.v->object)
+      v.v->owned = v.v->ops->make(v.v->shape, v.v->state.get(), v.v->object);
   for (value_state* r : L.reductions) r->owned = r->ops->make(r->shape, r->state.get(), r->object);
 
   const std::size_t bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
   const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
-  chunk_plan plan = plan_chunks(s.units, bytes_per_unit, in_place ? 0 : chunk_partial_bytes, dev.memory_budget(),
-                                want_streams, opt.chunk_bytes, what + largest_unit(L));
+  slot_memory slot_mem{in_place ? std::vector<std::size_t>{L.working_bytes_per_unit} : L.buffer_unit_bytes,
+                       in_place ? 0 : chunk_partial_bytes, in_place ? 1 : dev.allocation_granularity()};
+  chunk_plan plan = plan_chunks(s.units, slot_mem, dev.memory_budget(), want_streams, opt.chunk_bytes,
+                                what + largest_unit(L));
+  int nslots = opt.sequential ? 1 : std::max(plan.streams, 1);
 
   dev.set_recording(true);
   (void)dev.take_records();
   dev.reset_peak();
 
-  // Device memory for every slot; on out-of-memory, halve the chunk and retry.
-  const int nslots = opt.sequential ? 1 : std::max(plan.streams, 1);
+  // Everything that queued work may touch is declared before the slots, whose
+  // destruction waits for their streams: on every path, errors included, it
+  // is freed only after the device is done with it.
+  std::vector<split::range> ranges;
+  std::vector<std::byte> partials;
+  std::vector<std::size_t> partial_entries;  // per chunk: entries of each reduction
+  std::vector<event> events;
+  undo_log undo(s, nodes);
   host_memory_guard pinned_memory{dev, {}};  // outlives the slots: unpinned after their work is done
   std::optional<slots_guard> guard_storage;
   slots_guard& guard = guard_storage.emplace(dev);
-  for (;;) {
-    try {
-      slot blank;
-      blank.dev = &dev;
-      guard.slots.assign(static_cast<std::size_t>(nslots), blank);
-      for (auto& sl : guard.slots) allocate_slot(sl, L, plan.chunk_units, in_place ? 0 : chunk_partial_bytes);
-      break;
-    } catch (const device_out_of_memory&) {
-      for (auto& sl : guard.slots) sl.release();
-      if (plan.chunk_units <= 1) throw;
-      plan.chunk_units = (plan.chunk_units + 1) / 2;
-      plan.chunks = (s.units + plan.chunk_units - 1) / plan.chunk_units;
-    }
-  }
-  for (auto& sl : guard.slots) sl.stream = dev.create_stream();
 
-  // Host storage the stage copies from and to, offered to the device to pin.
-  if (!in_place && s.units > 0) {
-    for (const auto& v : L.values) {
-      if (v.buffer < 0 || v.cls == value_class::temporary || !v.v->object) continue;
-      const region whole = v.v->ops->host_region(v.v->object, {0, s.units});
-      if (!whole.data || whole.bytes() == 0) continue;
-      if (std::find(pinned_memory.used.begin(), pinned_memory.used.end(), whole.data) != pinned_memory.used.end())
-        continue;
-      dev.host_memory_use(whole.data, (whole.rows - 1) * whole.pitch + whole.width);
-      pinned_memory.used.push_back(whole.data);
+  std::vector<std::size_t> faulted;  // chunks to run again on the host
+  std::exception_ptr stage_error;    // an error of a call: the stage fails
+  std::exception_ptr lost;           // a device fault outside a chunk's work: the device is gone
+  std::size_t submitted = 0;         // chunks whose work is all queued
+
+  try {
+    // Device memory for every slot; on out-of-memory, smaller chunks, then fewer slots.
+    for (;;) {
+      try {
+        slot blank;
+        blank.dev = &dev;
+        guard.slots.assign(static_cast<std::size_t>(nslots), blank);
+        for (auto& sl : guard.slots) allocate_slot(sl, L, plan.chunk_units, in_place ? 0 : chunk_partial_bytes);
+        break;
+      } catch (const device_out_of_memory&) {
+        for (auto& sl : guard.slots) sl.release();
+        if (plan.chunk_units > 1) {
+          plan.chunk_units = (plan.chunk_units + 1) / 2;
+        } else if (nslots > 1) {
+          nslots = (nslots + 1) / 2;
+        } else {
+          throw plan_error("oa: " + what + ": the device could not allocate one unit on one stream (" +
+                           std::to_string(slot_mem.bytes(1)) + " bytes) within its budget of " +
+                           std::to_string(dev.memory_budget()) + " bytes");
+        }
+        plan.chunks = (s.units + plan.chunk_units - 1) / plan.chunk_units;
+      }
     }
-  }
-  if (ks) {
-    generated_kernel probe;
-    probe.name = ks->name;
-    probe.source = source;
-    dev.prepare(probe);
+  } catch (const device_fault&) {
+    lost = std::current_exception();
+    for (auto& sl : guard.slots) sl.release();
+    guard.slots.clear();
   }
 
-  const auto ranges = split::chunks(std::max<std::size_t>(s.units, 1), plan.chunk_units);
+  ranges = split::chunks(std::max<std::size_t>(s.units, 1), plan.chunk_units);
   const std::size_t nchunks = s.units == 0 ? 0 : ranges.size();
-  std::vector<std::byte> partials(nchunks * chunk_partial_bytes);
-  std::vector<std::size_t> partial_entries(nchunks, 1);  // per chunk: entries of each reduction
-  std::vector<event> events(nchunks);
-  std::vector<std::size_t> faulted;
-  std::exception_ptr stage_error;
-  std::string launch_name = rep.calls.size() == 1 ? rep.calls[0] : rep.calls[0] + " (+" + std::to_string(rep.calls.size() - 1) + ")";
+  partials.assign(nchunks * chunk_partial_bytes, std::byte{0});
+  partial_entries.assign(nchunks, 1);
+  events.resize(nchunks);
+  const std::string launch_name =
+      rep.calls.size() == 1 ? rep.calls[0] : rep.calls[0] + " (+" + std::to_string(rep.calls.size() - 1) + ")";
 
   auto check = [&](std::size_t j) {
     if (!events[j]) return;
@@ -361,83 +515,99 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
     }
   };
 
-  {
+  if (!lost) {
     progress_line progress(opt.progress, "oa: " + what, nchunks);
-    for (std::size_t i = 0; i < nchunks && !stage_error; ++i) {
-      const std::size_t si = opt.sequential ? 0 : i % guard.slots.size();
-      if (i >= guard.slots.size()) check(i - guard.slots.size());  // the slot's previous chunk
-      if (stage_error) break;
-      slot& sl = guard.slots[si];
-      const split::range r = ranges[i];
-      std::vector<region> regs = chunk_regions(L, sl.buffers, r);
-      std::byte* host_partial = partials.data() + i * chunk_partial_bytes;
-      if (!in_place) {
-        for (std::size_t k = 0; k < L.values.size(); ++k) {
-          const stage_value& v = L.values[k];
-          if (v.cls == value_class::input && v.buffer >= 0)
-            dev.copy_to_device_async(regs[k], v.v->ops->host_region(v.v->object, r), sl.stream);
+    try {
+      for (auto& sl : guard.slots) sl.stream = dev.create_stream();
+      // Host storage the stage copies from and to, offered to the device to pin.
+      if (!in_place && s.units > 0) {
+        for (const auto& v : L.values) {
+          if (v.buffer < 0 || v.cls == value_class::temporary || !v.v->object) continue;
+          const region whole = v.v->ops->host_region(v.v->object, {0, s.units});
+          if (!whole.data || whole.bytes() == 0) continue;
+          if (std::find(pinned_memory.used.begin(), pinned_memory.used.end(), whole.data) != pinned_memory.used.end())
+            continue;
+          dev.host_memory_use(whole.data, (whole.rows - 1) * whole.pitch + whole.width);
+          pinned_memory.used.push_back(whole.data);
         }
       }
-      std::byte* kernel_partial = in_place ? host_partial : sl.partials;
-      launch k{launch_name, {}, {}, {}};
-      if (fused) {
-        const std::size_t elements = r.size() * L.values.front().v->shape.inner;
-        k.kernel = kernel_for_chunk(*ks, source, s, nodes, sl, elements, partial_offsets);
-        partial_entries[i] = k.kernel->grid;
-      } else {
-        k.host = [&s, &nodes, &L, regs, r, kernel_partial] { run_chunk(s, nodes, L, regs, r, kernel_partial, false); };
-        if (s.device_capable)
-          k.device_twin = [&s, &nodes, &L, regs, r, kernel_partial] {
-            run_chunk(s, nodes, L, regs, r, kernel_partial, true);
-          };
+      if (ks) {
+        generated_kernel probe;
+        probe.name = ks->name;
+        probe.source = source;
+        dev.prepare(probe);
       }
-      dev.launch_async(std::move(k), sl.stream);
-      if (!in_place) {
-        for (std::size_t k = 0; k < L.values.size(); ++k) {
-          const stage_value& v = L.values[k];
-          if (v.cls == value_class::output && v.buffer >= 0)
-            dev.copy_to_host_async(v.v->ops->host_region(v.v->object, r), regs[k], sl.stream);
+      for (std::size_t i = 0; i < nchunks && !stage_error; ++i) {
+        const std::size_t si = opt.sequential ? 0 : i % guard.slots.size();
+        if (i >= guard.slots.size()) check(i - guard.slots.size());  // the slot's previous chunk
+        if (stage_error) break;
+        slot& sl = guard.slots[si];
+        const split::range r = ranges[i];
+        undo.save(i, r);  // before any work of the chunk can write the caller's objects
+        std::vector<region> regs = chunk_regions(L, sl.buffers, r);
+        std::byte* host_partial = partials.data() + i * chunk_partial_bytes;
+        if (!in_place) {
+          for (std::size_t k = 0; k < L.values.size(); ++k) {
+            const stage_value& v = L.values[k];
+            if (v.cls == value_class::input && v.buffer >= 0)
+              dev.copy_to_device_async(regs[k], v.v->ops->host_region(v.v->object, r), sl.stream);
+          }
         }
-        for (std::size_t q = 0; q < L.reductions.size(); ++q) {
-          const std::size_t bytes = partial_entries[i] * L.reductions[q]->ops->partial_bytes;
-          dev.copy_to_host_async({host_partial + partial_offsets[q], bytes, 1, bytes},
-                                 {sl.partials + partial_offsets[q], bytes, 1, bytes}, sl.stream);
+        std::byte* kernel_partial = in_place ? host_partial : sl.partials;
+        launch k{launch_name, {}, {}, {}};
+        if (fused) {
+          const std::size_t elements = r.size() * L.values.front().v->shape.inner;
+          k.kernel = kernel_for_chunk(*ks, source, s, nodes, sl, elements, partial_offsets);
+          partial_entries[i] = k.kernel->grid;
+        } else {
+          k.host = [&s, &nodes, &L, regs, r, kernel_partial] { run_chunk(s, nodes, L, regs, r, kernel_partial, false); };
+          if (s.device_capable)
+            k.device_twin = [&s, &nodes, &L, regs, r, kernel_partial] {
+              run_chunk(s, nodes, L, regs, r, kernel_partial, true);
+            };
         }
+        dev.launch_async(std::move(k), sl.stream);
+        if (!in_place) {
+          for (std::size_t k = 0; k < L.values.size(); ++k) {
+            const stage_value& v = L.values[k];
+            if (v.cls == value_class::output && v.buffer >= 0)
+              dev.copy_to_host_async(v.v->ops->host_region(v.v->object, r), regs[k], sl.stream);
+          }
+          for (std::size_t q = 0; q < L.reductions.size(); ++q) {
+            const std::size_t bytes = partial_entries[i] * L.reductions[q]->ops->partial_bytes;
+            dev.copy_to_host_async({host_partial + partial_offsets[q], bytes, 1, bytes},
+                                   {sl.partials + partial_offsets[q], bytes, 1, bytes}, sl.stream);
+          }
+        }
+        events[i] = dev.record_event(sl.stream);
+        submitted = i + 1;
+        progress.update(i + 1);
       }
-      events[i] = dev.record_event(sl.stream);
-      progress.update(i + 1);
+    } catch (const device_fault&) {
+      // The device refused work (it is lost, as a CUDA context is after a
+      // kernel fault): what is queued drains below, the rest runs on the host.
+      lost = std::current_exception();
+    } catch (...) {
+      if (!stage_error) stage_error = std::current_exception();
     }
-    for (std::size_t j = 0; j < nchunks; ++j) check(j);
+    for (std::size_t j = 0; j < submitted; ++j) check(j);
   }
-  dev.wait_idle();
+  dev.wait_idle();  // work of a chunk only partly queued, too
   rep.peak_device_bytes = dev.peak_bytes();
+  if (lost && !stage_error)
+    for (std::size_t j = submitted; j < nchunks; ++j) faulted.push_back(j);
+  rep.device_chunks = nchunks - faulted.size();
   guard_storage.reset();  // device memory back before any host re-run
 
-  // Chunks the device failed on run again on the host, from the host data.
+  // Chunks the device failed on run again on the host, from the caller's data
+  // as it was before the chunk.
   if (!stage_error && !faulted.empty()) {
     std::sort(faulted.begin(), faulted.end());
-    const stage_layout HL = layout_stage(s, nodes, placement_mode::in_place, needed_on_host);
-    std::vector<std::byte*> scratch;
-    for (std::size_t ub : HL.buffer_unit_bytes) scratch.push_back(static_cast<std::byte*>(host.allocate(std::max<std::size_t>(ub * plan.chunk_units, 1))));
-    try {
-      std::vector<std::byte> partial(L.partial_bytes);
-      for (std::size_t j : faulted) {
-        run_chunk(s, nodes, HL, chunk_regions(HL, scratch, ranges[j]), ranges[j], partial.data(), false);
-        // One entry per reduction, where the device's entries would have been.
-        std::size_t prefix = 0;
-        for (std::size_t q = 0; q < L.reductions.size(); ++q) {
-          std::memcpy(partials.data() + j * chunk_partial_bytes + partial_offsets[q], partial.data() + prefix,
-                      L.reductions[q]->ops->partial_bytes);
-          prefix += L.reductions[q]->ops->partial_bytes;
-        }
-        partial_entries[j] = 1;
-        ++rep.host_reruns;
-      }
-    } catch (...) {
-      stage_error = std::current_exception();
-    }
-    for (std::size_t b = 0; b < scratch.size(); ++b)
-      host.deallocate(scratch[b], std::max<std::size_t>(HL.buffer_unit_bytes[b] * plan.chunk_units, 1));
+    for (std::size_t j : faulted) undo.before_rerun(j, ranges[j]);
+    stage_error = rerun_on_host(host, s, nodes, needed_on_host, ranges, faulted, plan.chunk_units, L,
+                                partial_offsets, chunk_partial_bytes, partials);
+    for (std::size_t j : faulted) partial_entries[j] = 1;
+    rep.host_reruns = faulted.size();
   }
 
   // What the device did.
@@ -460,16 +630,14 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   rep.streams = nslots;
   rep.sequential = opt.sequential;
   rep.bytes_per_unit = bytes_per_unit;
+  if (lost) rep.device_fault = message_of(lost);
+  rep.rollback_bytes = undo.bytes();
 
   if (stage_error) {
+    // All or nothing: the caller's objects go back to what they were.
+    undo.restore_all();
     fail_stage(s, nodes, stage_error);
-    try {
-      std::rethrow_exception(stage_error);
-    } catch (const std::exception& e) {
-      rep.error = e.what();
-    } catch (...) {
-      rep.error = "unknown exception";
-    }
+    rep.error = message_of(stage_error);
   } else {
     // Every entry of every chunk, in order: the result does not depend on
     // which stream ran which chunk.

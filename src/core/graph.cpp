@@ -37,6 +37,25 @@ std::vector<call_node> graph::take_pending() {
   return std::exchange(nodes_, {});
 }
 
+graph::~graph() {
+  for (const auto& f : failures_) report_unobserved(f);
+}
+
+void graph::add_failures(std::vector<failure> f) {
+  std::lock_guard lock(mutex_);
+  for (auto& x : f) failures_.push_back(std::move(x));
+}
+
+void graph::delivered(const std::exception_ptr& e) {
+  std::lock_guard lock(mutex_);
+  std::erase_if(failures_, [&](const failure& f) { return f.error == e; });
+}
+
+std::vector<graph::failure> graph::take_failures() {
+  std::lock_guard lock(mutex_);
+  return std::exchange(failures_, {});
+}
+
 bool graph::empty() const {
   std::lock_guard lock(mutex_);
   return nodes_.empty();

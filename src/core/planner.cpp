@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <map>
 
 #include "oa/core/error.hpp"
@@ -197,26 +198,62 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
   return L;
 }
 
+namespace {
+std::size_t round_up(std::size_t n, std::size_t to) { return to <= 1 ? n : (n + to - 1) / to * to; }
+
+/// a * b, or SIZE_MAX when it overflows.
+std::size_t saturating_mul(std::size_t a, std::size_t b) {
+  return b != 0 && a > SIZE_MAX / b ? SIZE_MAX : a * b;
+}
+std::size_t saturating_add(std::size_t a, std::size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+}  // namespace
+
+std::size_t slot_memory::bytes(std::size_t chunk_units) const noexcept {
+  std::size_t total = fixed ? round_up(fixed, granularity) : 0;
+  for (std::size_t ub : unit_bytes) total = saturating_add(total, round_up(saturating_mul(ub, chunk_units), granularity));
+  return total;
+}
+
+std::size_t slot_memory::bytes_per_unit() const noexcept {
+  std::size_t total = 0;
+  for (std::size_t ub : unit_bytes) total += ub;
+  return total;
+}
+
 chunk_plan plan_chunks(std::size_t units, std::size_t bytes_per_unit, std::size_t fixed_bytes_per_slot,
                        std::size_t budget, int streams, std::size_t chunk_bytes, const std::string& what) {
+  return plan_chunks(units, slot_memory{{bytes_per_unit}, fixed_bytes_per_slot, 1}, budget, streams, chunk_bytes, what);
+}
+
+chunk_plan plan_chunks(std::size_t units, const slot_memory& slot, std::size_t budget, int streams,
+                       std::size_t chunk_bytes, const std::string& what) {
   chunk_plan plan;
   streams = std::max(streams, 1);
   if (units == 0) return {1, 0, 1};
+  const std::size_t bytes_per_unit = slot.bytes_per_unit();
+  // The cap: at most chunk_bytes per chunk, but never less than one unit.
+  std::size_t most = units;
+  if (chunk_bytes != 0 && bytes_per_unit != 0) most = std::min(most, std::max<std::size_t>(1, chunk_bytes / bytes_per_unit));
+  // The most units per chunk such that `s` slots fit (slot bytes grow with the chunk).
+  auto largest_fit = [&](std::size_t s) -> std::size_t {
+    if (saturating_mul(slot.bytes(1), s) > budget) return 0;
+    std::size_t lo = 1, hi = most;
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo + 1) / 2;
+      if (saturating_mul(slot.bytes(mid), s) <= budget) lo = mid;
+      else hi = mid - 1;
+    }
+    return lo;
+  };
   std::size_t cu = 0;
   int s = streams;
-  for (; s >= 1; --s) {
-    const std::size_t fixed = fixed_bytes_per_slot * static_cast<std::size_t>(s);
-    if (budget < fixed) continue;
-    const std::size_t avail = budget - fixed;
-    cu = bytes_per_unit == 0 ? units : avail / (bytes_per_unit * static_cast<std::size_t>(s));
-    if (chunk_bytes != 0 && bytes_per_unit != 0) cu = std::min(cu, std::max<std::size_t>(1, chunk_bytes / bytes_per_unit));
-    if (cu >= 1) break;
-  }
+  for (; s >= 1; --s)
+    if ((cu = largest_fit(static_cast<std::size_t>(s))) >= 1) break;
   if (cu == 0)
     throw plan_error("oa: " + what + ": the device budget of " + std::to_string(budget) +
                      " bytes cannot hold one unit (" + std::to_string(bytes_per_unit) + " bytes per unit plus " +
-                     std::to_string(fixed_bytes_per_slot) + " fixed bytes, even on one stream)");
-  cu = std::min(cu, units);
+                     std::to_string(slot.fixed) + " fixed bytes, even on one stream); the smallest budget that "
+                     "runs it is " + std::to_string(slot.bytes(1)) + " bytes");
   // As few chunks as fit, as even as possible; when chunks are large, their
   // starts fall on multiples of `align` units, so vectorized CPU code sees the
   // same alignment (and gives the same bits) as over the whole array, and

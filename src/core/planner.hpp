@@ -88,11 +88,30 @@ struct chunk_plan {
   int streams = 0;
 };
 
+/// The device memory of one pipeline slot, as the device counts it: one
+/// allocation per buffer (its bytes per unit times the chunk's units) plus one
+/// of fixed size (reduction partials), each rounded up to the device's
+/// allocation granularity.
+struct slot_memory {
+  std::vector<std::size_t> unit_bytes;  // per buffer
+  std::size_t fixed = 0;                // one allocation of this size when nonzero
+  std::size_t granularity = 1;
+
+  /// Bytes the device counts for a slot holding `chunk_units` units.
+  std::size_t bytes(std::size_t chunk_units) const noexcept;
+  /// Bytes per unit, unrounded (what OA_CHUNK_BYTES caps).
+  std::size_t bytes_per_unit() const noexcept;
+};
+
 /// Chooses the chunk size: every buffer live per chunk times the pipeline
 /// depth (streams) must fit the budget. Fewer streams are tried before giving
 /// up; chunks are then evened out. `chunk_bytes` (OA_CHUNK_BYTES) caps the
-/// chunk when nonzero. Throws oa::plan_error naming the stage when the budget
-/// cannot hold one unit.
+/// chunk when nonzero. Throws oa::plan_error naming the stage and the smallest
+/// budget that would hold one unit on one stream when this one cannot.
+chunk_plan plan_chunks(std::size_t units, const slot_memory& slot, std::size_t budget, int streams,
+                       std::size_t chunk_bytes, const std::string& what);
+/// The same for a slot of one buffer of `bytes_per_unit` plus
+/// `fixed_bytes_per_slot`, counted exactly.
 chunk_plan plan_chunks(std::size_t units, std::size_t bytes_per_unit, std::size_t fixed_bytes_per_slot,
                        std::size_t budget, int streams, std::size_t chunk_bytes, const std::string& what);
 

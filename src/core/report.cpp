@@ -28,28 +28,60 @@ double busy_seconds(const std::vector<op_record>& ops, phase p) {
   return total;
 }
 
+void accumulate(stage_report& t, const stage_report& s, bool with_calls) {
+  if (with_calls) t.calls.insert(t.calls.end(), s.calls.begin(), s.calls.end());
+  if (t.device.empty()) t.device = s.device;
+  else if (t.device != s.device && t.device.find(s.device) == std::string::npos) t.device += "+" + s.device;
+  t.units = std::max(t.units, s.units);
+  t.chunks += s.chunks;
+  t.device_chunks += s.device_chunks;
+  t.streams = std::max(t.streams, s.streams);
+  t.sequential = t.sequential || s.sequential;
+  t.h2d_bytes += s.h2d_bytes;
+  t.d2h_bytes += s.d2h_bytes;
+  t.peak_device_bytes = std::max(t.peak_device_bytes, s.peak_device_bytes);
+  t.host_reruns += s.host_reruns;
+  t.rollback_bytes = std::max(t.rollback_bytes, s.rollback_bytes);
+  t.h2d_seconds += s.h2d_seconds;
+  t.compute_seconds += s.compute_seconds;
+  t.d2h_seconds += s.d2h_seconds;
+  t.seconds += s.seconds;
+  if (t.error.empty()) t.error = s.error;
+  if (t.device_fault.empty()) t.device_fault = s.device_fault;
+}
+
 stage_report total(const std::vector<stage_report>& stages) {
   stage_report t;
-  for (const auto& s : stages) {
-    t.calls.insert(t.calls.end(), s.calls.begin(), s.calls.end());
-    if (t.device.empty()) t.device = s.device;
-    else if (t.device != s.device && t.device.find(s.device) == std::string::npos) t.device += "+" + s.device;
-    t.units = std::max(t.units, s.units);
-    t.chunks += s.chunks;
-    t.streams = std::max(t.streams, s.streams);
-    t.sequential = t.sequential || s.sequential;
-    t.h2d_bytes += s.h2d_bytes;
-    t.d2h_bytes += s.d2h_bytes;
-    t.peak_device_bytes = std::max(t.peak_device_bytes, s.peak_device_bytes);
-    t.host_reruns += s.host_reruns;
-    t.h2d_seconds += s.h2d_seconds;
-    t.compute_seconds += s.compute_seconds;
-    t.d2h_seconds += s.d2h_seconds;
-    t.seconds += s.seconds;
-    if (t.error.empty()) t.error = s.error;
-  }
+  for (const auto& s : stages) accumulate(t, s);
   return t;
 }
+
+void run_log::add(stage_report r) {
+  if (stages.size() >= kept_stages) {
+    // Drop the oldest half at once: amortised constant time per stage.
+    const std::size_t n = stages.size() / 2;
+    for (std::size_t i = 0; i < n; ++i) accumulate(earlier, stages[i], false);
+    stages.erase(stages.begin(), stages.begin() + static_cast<std::ptrdiff_t>(n));
+    dropped += n;
+  }
+  stages.push_back(std::move(r));
+}
+
+void run_log::add_trace(std::vector<trace_event>& events) {
+  const std::size_t room = kept_trace_events - std::min(kept_trace_events, trace.size());
+  const std::size_t n = std::min(room, events.size());
+  trace.insert(trace.end(), std::make_move_iterator(events.begin()), std::make_move_iterator(events.begin() + static_cast<std::ptrdiff_t>(n)));
+  dropped_trace_events += events.size() - n;
+  events.clear();
+}
+
+stage_report run_log::total() const {
+  stage_report t = earlier;
+  for (const auto& s : stages) accumulate(t, s);
+  return t;
+}
+
+void run_log::clear() { *this = run_log{}; }
 
 namespace {
 nlohmann::json to_json(const stage_report& s) {
@@ -65,7 +97,10 @@ nlohmann::json to_json(const stage_report& s) {
           {"h2d_bytes", s.h2d_bytes},
           {"d2h_bytes", s.d2h_bytes},
           {"peak_device_bytes", s.peak_device_bytes},
+          {"device_chunks", s.device_chunks},
           {"host_reruns", s.host_reruns},
+          {"device_fault", s.device_fault.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.device_fault)},
+          {"rollback_bytes", s.rollback_bytes},
           {"h2d_seconds", s.h2d_seconds},
           {"compute_seconds", s.compute_seconds},
           {"d2h_seconds", s.d2h_seconds},
@@ -80,11 +115,13 @@ void write_file(const std::string& path, const nlohmann::json& j, const char* wh
 }
 }  // namespace
 
-void write_report_json(const std::string& path, const std::vector<stage_report>& stages) {
+void write_report_json(const std::string& path, const run_log& log) {
   nlohmann::json j;
   j["stages"] = nlohmann::json::array();
-  for (const auto& s : stages) j["stages"].push_back(to_json(s));
-  j["total"] = to_json(total(stages));
+  for (const auto& s : log.stages) j["stages"].push_back(to_json(s));
+  j["dropped_stages"] = log.dropped;  // older stages, counted in "total" only
+  j["total"] = to_json(log.total());
+  j["unobserved_errors"] = log.unobserved_errors;
   write_file(path, j, "OA_REPORT");
 }
 

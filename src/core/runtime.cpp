@@ -26,8 +26,7 @@ struct runtime_state {
   config_origin origin;  // where each setting of cfg came from, for error messages
   std::unique_ptr<device> main_device;
   std::unique_ptr<device> host;
-  std::vector<stage_report> reports;
-  std::vector<trace_event> trace;
+  run_log log;
   bool announced = false;
   std::string device_failed;  // why the device is no longer offered stages
 };
@@ -133,13 +132,6 @@ device& device_locked(runtime_state& s) {
   return *s.main_device;
 }
 
-bool updates_in_place(const detail::stage& s, const std::vector<detail::call_node>& nodes) {
-  for (int c : s.calls)
-    for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
-      if (a.role == detail::arg_role::mut) return true;
-  return false;
-}
-
 bool progress_wanted(const config& c) {
   if (c.progress >= 0) return c.progress == 1;
   return ::isatty(STDERR_FILENO) == 1;
@@ -157,7 +149,9 @@ void set_config(const config& c) { set_config(c, config_origin("set_config")); }
 
 void set_config(const config& c, const config_origin& origin) {
   validate(c, origin);  // before anything changes: a bad config leaves the old one in place
-  evaluate();
+  // Pending calls run under the old configuration; their errors stay for
+  // the next evaluate() (or get()) to report.
+  detail::evaluate(*detail::current_graph());
   auto& s = state();
   std::lock_guard lock(s.mutex);
   s.cfg = c;
@@ -182,31 +176,69 @@ device& host_device() {
 std::vector<stage_report> reports() {
   auto& s = state();
   std::lock_guard lock(s.mutex);
-  return s.reports;
+  return s.log.stages;
 }
 
 void clear_reports() {
   auto& s = state();
   std::lock_guard lock(s.mutex);
-  s.reports.clear();
-  s.trace.clear();
+  s.log.clear();
 }
 
 void write_outputs() {
   auto& s = state();
   std::lock_guard lock(s.mutex);
   if (!s.configured) return;
-  if (!s.cfg.report.empty()) write_report_json(s.cfg.report, s.reports);
-  if (!s.cfg.trace.empty()) write_trace_json(s.cfg.trace, s.trace);
+  if (!s.cfg.report.empty()) write_report_json(s.cfg.report, s.log);
+  if (!s.cfg.trace.empty()) write_trace_json(s.cfg.trace, s.log.trace);
 }
 
-void evaluate() { detail::evaluate(*detail::current_graph()); }
+void evaluate() {
+  auto g = detail::current_graph();
+  detail::evaluate(*g);
+  detail::rethrow_failures(*g, "oa::evaluate");
+}
+
+scope::~scope() noexcept(false) {
+  auto g = detail::current_graph();
+  detail::evaluate(*g);
+  // While an exception unwinds, the failures wait for the next evaluate()
+  // (or are reported when the thread ends): one exception at a time.
+  if (std::uncaught_exceptions() <= uncaught_) detail::rethrow_failures(*g, "oa::scope");
+}
 
 namespace detail {
 
 std::shared_ptr<graph> current_graph() {
   thread_local std::shared_ptr<graph> g = std::make_shared<graph>();
   return g;
+}
+
+void note_delivered(const value_state& v) noexcept {
+  if (auto g = v.owner.lock()) g->delivered(v.error);
+}
+
+void rethrow_failures(graph& g, const char* where) {
+  std::vector<graph::failure> f = g.take_failures();
+  if (f.empty()) return;
+  if (f.size() > 1) {
+    std::string others;
+    for (std::size_t i = 1; i < f.size(); ++i) others += "\n  " + f[i].call + ": " + f[i].message;
+    std::fprintf(stderr, "oa: %s: %zu calls failed; the first error is thrown, the others were:%s\n", where, f.size(),
+                 others.c_str());
+  }
+  std::rethrow_exception(f.front().error);
+}
+
+void report_unobserved(const graph::failure& f) noexcept {
+  std::fprintf(stderr, "oa: an error that no caller received (the call's results were never asked for): %s: %s\n",
+               f.call.c_str(), f.message.c_str());
+  try {
+    auto& s = state();
+    std::lock_guard lock(s.mutex);
+    s.log.unobserved_errors.push_back(f.call + ": " + f.message);
+  } catch (...) {
+  }
 }
 
 void evaluate_owner(const value_state& v) {
@@ -229,6 +261,7 @@ void evaluate(graph& g) {
   const std::vector<stage> stages = form_stages(nodes, live);
   const auto needed = values_needed_on_host(nodes, live, stages);
 
+  std::vector<trace_event> trace;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const stage& s = stages[i];
     run_options opt;
@@ -236,7 +269,7 @@ void evaluate(graph& g) {
     opt.chunk_bytes = c.chunk_bytes;
     opt.progress = progress_wanted(c);
     opt.stage_name = "stage " + std::to_string(i + 1) + "/" + std::to_string(stages.size());
-    opt.trace = c.trace.empty() ? nullptr : &st.trace;
+    opt.trace = c.trace.empty() ? nullptr : &trace;
     try {
       device& dev = device_locked(st);
       device& host = host_locked(st);
@@ -263,25 +296,34 @@ void evaluate(graph& g) {
         }
       }
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
-      try {
-        st.reports.push_back(run_stage(s, nodes, needed, *where, host, opt));
-      } catch (const device_fault& e) {
-        // The device broke during the stage (a CUDA fault is sticky): it gets
-        // no more stages. The stage runs again on the host unless it updates
-        // the caller's data in place, which chunks already done have written.
-        if (where == &host || updates_in_place(s, nodes)) throw;
-        st.device_failed = e.what();
-        std::fprintf(stderr, "%s; running on the host from now on\n", e.what());
-        opt.placement_reason = std::string("the device failed: ") + e.what();
-        opt.streams = 0;
-        st.reports.push_back(run_stage(s, nodes, needed, host, host, opt));
+      stage_report rep = run_stage(s, nodes, needed, *where, host, opt);
+      if (!rep.device_fault.empty() && where != &host) {
+        // The device broke during the stage (a CUDA fault is sticky): its
+        // unfinished chunks ran on the host, and later stages stay there.
+        st.device_failed = rep.device_fault;
+        std::fprintf(stderr, "%s; %zu chunks re-run on the host, which runs every later stage\n",
+                     rep.device_fault.c_str(), rep.host_reruns);
       }
+      st.log.add(std::move(rep));
     } catch (...) {
       // Planning errors (a budget too small, a device that cannot be made)
       // come back where the stage's values are asked for.
       fail_stage(s, nodes, std::current_exception());
     }
+    if (opt.trace) st.log.add_trace(trace);
   }
+  // Errors of calls, once each, in program order, for evaluate() and scope.
+  std::vector<graph::failure> failures;
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    if (!live[i]) continue;
+    nodes[i].for_each_output([&](const value_ptr& v) {
+      if (v->status != value_status::failed) return;
+      for (const auto& f : failures)
+        if (f.error == v->error) return;
+      failures.push_back({v->error, nodes[i].name, message_of(v->error)});
+    });
+  }
+  g.add_failures(std::move(failures));
   // Values of calls that were never needed stay pending no longer.
   for (std::size_t i = 0; i < nodes.size(); ++i)
     if (!live[i])

@@ -6,6 +6,8 @@
 // fail, to exercise the engine's recovery without a GPU.
 
 #include <chrono>
+#include <cmath>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,11 +21,15 @@ namespace detail {
 namespace {
 
 class emulated_device final : public stream_device {
+  // Allocations are aligned and counted in blocks of this size, as a GPU's
+  // allocator does.
+  static constexpr std::size_t granularity = 256;
+
  public:
   explicit emulated_device(const emulated_options& opt)
       : stream_device("emulated_device"),
         opt_(opt),
-        memory_("emulated", 256, 256, opt.memory_budget),
+        memory_("emulated", granularity, granularity, opt.memory_budget),
         h2d_(std::make_unique<fifo_engine>([this](op& o) { execute(o); })),
         d2h_(std::make_unique<fifo_engine>([this](op& o) { execute(o); })) {
     for (int i = 0; i < opt.compute_threads; ++i)
@@ -49,6 +55,7 @@ class emulated_device final : public stream_device {
   std::size_t bytes_in_use() const noexcept override { return memory_.in_use(); }
   std::size_t peak_bytes() const noexcept override { return memory_.peak(); }
   void reset_peak() noexcept override { memory_.reset_peak(); }
+  std::size_t allocation_granularity() const noexcept override { return granularity; }
   void* allocate(std::size_t bytes) override { return memory_.allocate(bytes); }
   void deallocate(void* p, std::size_t) noexcept override { memory_.deallocate(p); }
 
@@ -67,9 +74,9 @@ class emulated_device final : public stream_device {
     o.what = phase::compute;
     const std::uint64_t n = ++launches_;
     if (n == opt_.fail_launch) {
-      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: injected fault in launch #" +
-                                                     std::to_string(n) + " (kernel '" + k.name + "')"));
-      if (opt_.sticky_faults) lost_ = true;
+      const std::string what = "injected fault in launch #" + std::to_string(n) + " (kernel '" + k.name + "')";
+      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: " + what));
+      lose(what);
     }
     o.label = std::move(k.name);
     o.body = opt_.run_device_functions && k.device_twin ? std::move(k.device_twin) : std::move(k.host);
@@ -80,7 +87,15 @@ class emulated_device final : public stream_device {
   // After a sticky fault every later submission fails at once, as work
   // submitted to a CUDA context does after a kernel fault.
   void check_lost() const {
-    if (lost_) throw device_fault("oa: emulated device: lost after an injected sticky fault");
+    if (!lost_) return;
+    std::lock_guard lock(lost_m_);
+    throw device_fault("oa: emulated device: lost after an " + lost_what_ + ", which was sticky");
+  }
+  void lose(const std::string& what) {
+    if (!opt_.sticky_faults) return;
+    std::lock_guard lock(lost_m_);
+    lost_what_ = what;
+    lost_ = true;
   }
 
   void copy(const char* method, phase what, const region& dst, const region& src, stream_id s) {
@@ -92,20 +107,17 @@ class emulated_device final : public stream_device {
     o.bytes = src.bytes();
     const std::uint64_t n = ++copies_;
     if (n == opt_.fail_copy) {
-      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: injected fault in copy #" +
-                                                     std::to_string(n) + " (" + to_string(what) + ", " +
-                                                     std::to_string(o.bytes) + " bytes)"));
-      if (opt_.sticky_faults) lost_ = true;
+      const std::string fault = "injected fault in copy #" + std::to_string(n) + " (" + to_string(what) + ", " +
+                                std::to_string(o.bytes) + " bytes)";
+      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: " + fault));
+      lose(fault);
     }
     o.body = [dst, src, bw = opt_.link_bytes_per_second] {
       const auto begin = std::chrono::steady_clock::now();
       copy_region(dst, src);
       // Only this direction's engine uses its link, so sleeping here is the
       // link being busy: the next copy in this direction starts after it.
-      if (bw > 0) {
-        const std::chrono::duration<double> busy(static_cast<double>(src.bytes()) / bw);
-        std::this_thread::sleep_until(begin + std::chrono::duration_cast<std::chrono::steady_clock::duration>(busy));
-      }
+      if (bw > 0) sleep_until_deadline(link_deadline(begin, static_cast<double>(src.bytes()) / bw));
     };
     submit(st, std::move(o));
   }
@@ -122,6 +134,8 @@ class emulated_device final : public stream_device {
   memory_ledger memory_;
   std::atomic<std::uint64_t> launches_{0};
   std::atomic<bool> lost_{false};
+  mutable std::mutex lost_m_;
+  std::string lost_what_;  // the fault that lost the device
   std::atomic<std::uint64_t> copies_{0};
   std::size_t next_compute_ = 0;  // under the submission lock
   std::unique_ptr<fifo_engine> h2d_;
@@ -134,8 +148,8 @@ class emulated_device final : public stream_device {
 
 std::unique_ptr<device> make_emulated_device(const emulated_options& opt) {
   OA_EXPECTS(opt.compute_threads >= 1, "make_emulated_device", "opt.compute_threads", "must be >= 1");
-  OA_EXPECTS(opt.link_bytes_per_second >= 0, "make_emulated_device", "opt.link_bytes_per_second",
-             "must be >= 0 (0: unthrottled)");
+  OA_EXPECTS(opt.link_bytes_per_second >= 0 && std::isfinite(opt.link_bytes_per_second), "make_emulated_device",
+             "opt.link_bytes_per_second", "must be finite and >= 0 (0: unthrottled)");
   return std::make_unique<detail::emulated_device>(opt);
 }
 

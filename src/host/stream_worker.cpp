@@ -80,6 +80,25 @@ void completion::then(std::function<void()> fn) {
   fn();
 }
 
+// --- link timing ------------------------------------------------------------
+
+std::chrono::steady_clock::time_point link_deadline(std::chrono::steady_clock::time_point begin, double seconds) {
+  using clock = std::chrono::steady_clock;
+  if (!(seconds > 0)) return begin;
+  // Half the room left keeps the conversion below from rounding past the maximum.
+  const double room = std::chrono::duration<double>(clock::time_point::max() - begin).count() / 2;
+  if (!(seconds < room)) return clock::time_point::max();
+  return begin + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+void sleep_until_deadline(std::chrono::steady_clock::time_point t) {
+  using clock = std::chrono::steady_clock;
+  // In steps of at most an hour: the library's sleep converts durations that
+  // far ones would overflow.
+  for (auto now = clock::now(); now < t; now = clock::now())
+    std::this_thread::sleep_for(std::min<clock::duration>(t - now, std::chrono::hours(1)));
+}
+
 // --- fifo_engine ------------------------------------------------------------
 
 fifo_engine::fifo_engine(std::function<void(op&)> run) : run_(std::move(run)), thread_([this] { loop(); }) {}

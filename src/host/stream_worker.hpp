@@ -73,6 +73,12 @@ struct op {
   std::exception_ptr fault;    // injected: the op fails without running body
 };
 
+/// When a link busy for `seconds` from `begin` is free again; the clock's
+/// maximum when that lies beyond it (a tiny bandwidth must not wrap around).
+std::chrono::steady_clock::time_point link_deadline(std::chrono::steady_clock::time_point begin, double seconds);
+/// Sleeps until `t`, however far away it is.
+void sleep_until_deadline(std::chrono::steady_clock::time_point t);
+
 /// A thread running its queue of ops one at a time, in push order.
 class fifo_engine {
  public:

@@ -727,8 +727,9 @@ class annotated {
         static_assert(S::role == spec::kind::in, "oa::annotate: a broadcast argument cannot be mut");
         if constexpr (is_lazy_v<A>) {
           OA_EXPECTS(a.valid(), fn, arg_name.c_str(), "empty lazy handle");
-          // Read when the chunk runs; a pending one makes this call wait for it.
-          if (a.state()->pending()) node.scalars.push_back(a.state());
+          // Read when the chunk runs; a pending one makes this call wait for
+          // it, a failed one fails this call with its error.
+          if (a.state()->status != detail::value_status::ready) node.scalars.push_back(a.state());
           return detail::lazy_scalar_binder<T>{a.state()};
         } else {
           return detail::scalar_binder<T>{a};

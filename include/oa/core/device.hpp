@@ -112,6 +112,9 @@ class device {
   virtual std::size_t bytes_in_use() const noexcept = 0;
   virtual std::size_t peak_bytes() const noexcept = 0;
   virtual void reset_peak() noexcept = 0;
+  /// Allocations count as their size rounded up to a multiple of this: the
+  /// planner counts the same, so a plan that fits never runs out of memory.
+  virtual std::size_t allocation_granularity() const noexcept { return 1; }
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
 

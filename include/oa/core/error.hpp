@@ -5,6 +5,7 @@
 // argument for bad input, the device and the operation for device failures.
 
 #include <cstddef>
+#include <exception>
 #include <stdexcept>
 #include <string>
 
@@ -80,6 +81,8 @@ class cancelled : public error {
 
 namespace detail {
 [[noreturn]] void throw_invalid_argument(const char* function, const char* argument, const std::string& what);
+/// The message of an exception (what() of a std::exception).
+std::string message_of(const std::exception_ptr& e);
 }  // namespace detail
 
 }  // namespace oa

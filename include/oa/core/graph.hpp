@@ -122,6 +122,19 @@ struct call_node {
 /// The pending calls of one thread's program, in program order.
 class graph : public std::enable_shared_from_this<graph> {
  public:
+  /// An error of an evaluated call that no caller has received yet.
+  struct failure {
+    std::exception_ptr error;
+    std::string call;     // the first call (program order) that failed with it
+    std::string message;
+  };
+
+  graph() = default;
+  graph(const graph&) = delete;
+  graph& operator=(const graph&) = delete;
+  /// Failures nobody received are reported (stderr and the run report).
+  ~graph();
+
   /// Records a call; returns its index.
   int add(call_node n);
   /// The latest version of a caller's object used in this graph (a mut call
@@ -133,12 +146,22 @@ class graph : public std::enable_shared_from_this<graph> {
 
   std::vector<call_node> take_pending();
   bool empty() const;
+
+  /// Errors of an evaluation, for evaluate() and scope to rethrow.
+  void add_failures(std::vector<failure> f);
+  /// get() handed `e` to the caller: evaluate() need not throw it again.
+  void delivered(const std::exception_ptr& e);
+  std::vector<failure> take_failures();
   std::recursive_mutex& mutex() const { return mutex_; }
 
  private:
   mutable std::recursive_mutex mutex_;
   std::vector<call_node> nodes_;
   std::unordered_map<void*, value_ptr> user_versions_;
+  std::vector<failure> failures_;
 };
+
+/// Reports a failure that no caller received (defined by the runtime).
+void report_unobserved(const graph::failure& f) noexcept;
 
 }  // namespace oa::detail

@@ -16,6 +16,8 @@ namespace oa {
 namespace detail {
 /// Evaluates every pending call of the graph that owns `v` (if any).
 void evaluate_owner(const value_state& v);
+/// The error of `v` reached the caller: evaluate() need not throw it again.
+void note_delivered(const value_state& v) noexcept;
 }  // namespace detail
 
 template <class T>
@@ -49,7 +51,10 @@ class lazy {
   const T& get() const {
     if (!v_) throw error("oa::lazy::get: empty handle (default-constructed or moved from)");
     if (v_->pending()) detail::evaluate_owner(*v_);
-    if (v_->status == detail::value_status::failed) std::rethrow_exception(v_->error);
+    if (v_->status == detail::value_status::failed) {
+      detail::note_delivered(*v_);
+      std::rethrow_exception(v_->error);
+    }
     return *static_cast<const T*>(v_->object);
   }
   operator const T&() const { return get(); }

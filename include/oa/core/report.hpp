@@ -23,7 +23,10 @@ struct stage_report {
   std::size_t h2d_bytes = 0;
   std::size_t d2h_bytes = 0;
   std::size_t peak_device_bytes = 0;
+  std::size_t device_chunks = 0;    // chunks the device completed
   std::size_t host_reruns = 0;      // chunks re-run on the host after a device fault
+  std::string device_fault;         // the fault that made the device refuse work during the stage
+  std::size_t rollback_bytes = 0;   // copies of the caller's objects kept to undo a failed in-place update
   double h2d_seconds = 0;           // busy time per phase (union of intervals)
   double compute_seconds = 0;
   double d2h_seconds = 0;
@@ -46,9 +49,32 @@ double busy_seconds(const std::vector<op_record>& ops, phase p);
 
 /// Sums the reports of several stages (times and bytes add, peak is the max).
 stage_report total(const std::vector<stage_report>& stages);
+/// Adds one stage to a sum; `with_calls` lists its calls too.
+void accumulate(stage_report& sum, const stage_report& s, bool with_calls = true);
 
-/// Writes the run report: {"stages": [...], "total": {...}}.
-void write_report_json(const std::string& path, const std::vector<stage_report>& stages);
+/// What a process has run, bounded: the latest stages whole, older ones only
+/// in a sum, so that a long-running program's report does not grow without end.
+struct run_log {
+  static constexpr std::size_t kept_stages = 1000;
+  static constexpr std::size_t kept_trace_events = 200000;
+
+  std::vector<stage_report> stages;  // the latest, in order
+  std::size_t dropped = 0;           // older stages, folded into `earlier`
+  stage_report earlier;              // their sum (calls not listed)
+  std::vector<trace_event> trace;
+  std::size_t dropped_trace_events = 0;
+  std::vector<std::string> unobserved_errors;  // errors that no caller asked for
+
+  void add(stage_report r);
+  void add_trace(std::vector<trace_event>& events);
+  /// Everything recorded: the kept stages and the sum of the dropped ones.
+  stage_report total() const;
+  void clear();
+};
+
+/// Writes the run report: {"stages": [...], "dropped_stages": n, "total": {...},
+/// "unobserved_errors": [...]}.
+void write_report_json(const std::string& path, const run_log& log);
 /// Writes a Chrome/Perfetto trace: one track per stream and copy engine.
 void write_trace_json(const std::string& path, const std::vector<trace_event>& events);
 

@@ -2,6 +2,7 @@
 // The runtime: one per process. It owns the configuration, the devices and
 // the log of what ran; each thread records its calls in its own graph.
 
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,17 +14,24 @@
 
 namespace oa {
 
-/// Evaluates every call this thread has recorded. Errors of calls are not
-/// thrown here: they come back where their values are asked for.
+/// Evaluates every call this thread has recorded, then throws the first
+/// error (program order) of a call that no get() has rethrown yet, with its
+/// type; when several calls failed, the others are listed on stderr. Calls
+/// that depended on a failed call fail with its error.
 void evaluate();
 
-/// Evaluates this thread's pending calls when it ends.
+/// Evaluates this thread's pending calls when it ends, and throws as
+/// evaluate() does, unless an exception is already propagating (then the
+/// errors wait for the next evaluate(), or are reported when the thread ends).
 class scope {
  public:
   scope() = default;
   scope(const scope&) = delete;
   scope& operator=(const scope&) = delete;
-  ~scope() { evaluate(); }
+  ~scope() noexcept(false);
+
+ private:
+  int uncaught_ = std::uncaught_exceptions();
 };
 
 /// The process-wide configuration (from OA_CONFIG and OA_* at first use).
@@ -50,8 +58,10 @@ void write_outputs();
 namespace detail {
 /// This thread's graph of pending calls.
 std::shared_ptr<graph> current_graph();
-/// Evaluates the pending calls of `g`.
+/// Evaluates the pending calls of `g`; errors stay with their values and in `g`.
 void evaluate(graph& g);
+/// Throws the first failure of `g` not yet received by a caller (see evaluate()).
+void rethrow_failures(graph& g, const char* where);
 }  // namespace detail
 
 }  // namespace oa

@@ -1,0 +1,423 @@
+// Failure paths: every error reaches the caller, nothing is lost, a failed
+// stage leaves the caller's objects as they were, and no memory that queued
+// work may touch is freed early (run under AddressSanitizer by CI).
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <oa/annotations/eigen_array.hpp>
+#include <regex>
+#include <thread>
+
+#include "host/stream_worker.hpp"
+#include "support.hpp"
+#include "user_library/vecmath_oa.hpp"
+#include "workloads.hpp"
+
+using Eigen::ArrayXd;
+using oa_test::config_scope;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
+
+// A library function that updates in place and throws on bad data part-way,
+// as plain code would: elements before the bad one are already scaled.
+void checked_scale(std::span<double> x, double k) {
+  for (double& v : x) {
+    if (v < 0) throw std::domain_error("test::checked_scale: negative element");
+    v *= k;
+  }
+}
+inline constexpr auto checked_scale_oa = oa::annotate<"test::checked_scale">(
+    oa::cpu(&checked_scale), oa::args(oa::mut<oa::split::contiguous>("x"), oa::scalar<double>("k")),
+    oa::device_fn(oa::elementwise(oa::ops::mul{})));
+
+// A reduction that throws on bad data.
+double checked_total(std::span<const double> a) {
+  double s = 0;
+  for (double v : a) {
+    if (v < 0) throw std::range_error("test::checked_total: negative element");
+    s += v;
+  }
+  return s;
+}
+inline constexpr auto checked_total_oa = oa::annotate<"test::checked_total">(
+    oa::cpu(&checked_total), oa::args(oa::in<oa::split::contiguous>("a"), oa::ret<oa::split::sum, double>),
+    oa::device_fn(oa::elementwise(oa::ops::identity{})));
+
+inline constexpr auto times_oa = oa::annotate<"test::times">(
+    oa::cpu([](std::span<const double> a, double k, std::span<double> out) {
+      for (std::size_t i = 0; i < a.size(); ++i) out[i] = a[i] * k;
+    }),
+    oa::args(oa::in<oa::split::contiguous>("a"), oa::scalar<double>("k"),
+             oa::out<oa::split::contiguous, std::vector<double>>("out")),
+    oa::device_fn(oa::elementwise(oa::ops::mul{})));
+
+oa::config sticky(std::size_t budget, std::uint64_t launch) {
+  oa::config c = oa_test::emulated_config(budget);
+  c.fail_launch = launch;
+  c.fail_sticky = true;
+  return c;
+}
+
+struct crime_inputs {
+  ArrayXd total, adult, robberies;
+  explicit crime_inputs(std::size_t n)
+      : total(oa_test::random_array(n, 1e5, 1e6, 61)),
+        adult(oa_test::random_array(n, 1e4, 5e5, 62)),
+        robberies(oa_test::random_array(n, 0, 20, 63)) {}
+  double run() const {
+    return oa::lazy<double>(oa_workloads::crime_index(oa::ref(total), oa::ref(adult), oa::ref(robberies))).get();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a sticky fault in a stage that ends in a reduction: exact result, nothing freed under queued work") {
+  const crime_inputs in(200000);
+  double expected = 0;
+  {
+    config_scope cs(oa_test::emulated_config(1 << 20));
+    expected = in.run();
+  }
+  for (std::uint64_t launch = 1; launch <= 8; ++launch) {
+    CAPTURE(launch);
+    config_scope cs(sticky(1 << 20, launch));
+    CHECK(in.run() == expected);  // bit for bit: partials are merged in chunk order either way
+    const auto r = oa_test::run_total();
+    CHECK(r.device == "emulated");
+    CHECK(contains(r.device_fault, "injected fault in launch #" + std::to_string(launch)));
+    CHECK(r.host_reruns >= 1);
+    CHECK(r.device_chunks + r.host_reruns == r.chunks);
+  }
+}
+
+TEST_CASE("a sticky fault in a stage of in-place updates: each element updated once, later stages on the host") {
+  std::vector<double> x = oa_test::random_vector(100000, -1, 1, 41);
+  const auto x0 = x;
+  config_scope cs(sticky(64 << 10, 3));
+  for (int round = 0; round < 3; ++round) {
+    vecmath::oa::scale(x, 3.0);
+    oa::evaluate();
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(x[i] == x0[i] * 3.0 * 3.0 * 3.0);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 3);
+  // The first stage: chunks before the fault ran on the device, the rest on the host.
+  CHECK(reps[0].device == "emulated");
+  CHECK(reps[0].device_chunks >= 2);
+  CHECK(reps[0].host_reruns >= 1);
+  CHECK(reps[0].device_chunks + reps[0].host_reruns == reps[0].chunks);
+  CHECK(reps[0].h2d_bytes > 0);
+  CHECK(contains(reps[0].device_fault, "injected fault"));
+  // The device is given up on: later stages run on the host.
+  CHECK(reps[1].device == "host");
+  CHECK(contains(reps[1].placement_reason, "failed earlier"));
+  CHECK(reps[2].device == "host");
+}
+
+TEST_CASE("a sticky fault in a stage with in-place updates and a reduction, at every launch") {
+  std::vector<double> x0 = oa_test::random_vector(150000, 0.5, 1.5, 43);
+  for (std::uint64_t launch = 1; launch <= 6; ++launch) {
+    CAPTURE(launch);
+    std::vector<double> x = x0;
+    config_scope cs(sticky(96 << 10, launch));
+    vecmath::oa::scale(x, 2.0);
+    oa::lazy<double> d = vecmath::oa::dot(x, x);  // reads the updated x, same stage
+    const double got = d.get();
+    std::vector<double> want = x0;
+    for (double& v : want) v *= 2.0;
+    CHECK(x == want);
+    // The same chunks as the device used, folded in order.
+    const auto r = oa::reports().at(0);
+    double fold = 0;
+    for (const auto& c : oa::split::chunks(want.size(), r.chunk_units))
+      fold += vecmath::dot(std::span(want).subspan(c.begin, c.size()), std::span(want).subspan(c.begin, c.size()));
+    CHECK(got == fold);
+  }
+}
+
+TEST_CASE("evaluate() and the end of a scope rethrow errors of calls whose results nobody reads") {
+  for (const auto& cfg : {oa_test::host_config(), oa_test::emulated_config(64 << 10)}) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    std::vector<double> x = oa_test::random_vector(50000, 0, 1, 7);
+    x[43210] = -1;
+    const auto x0 = x;
+    checked_scale_oa(x, 2.0);
+    CHECK_THROWS_AS(oa::evaluate(), std::domain_error);
+    CHECK(x == x0);  // all or nothing
+    oa::evaluate();  // the error was reported once
+    // A later call does not run on half-updated data: x is as it was.
+    std::vector<double> y = x;
+    y[43210] = 1;
+    checked_scale_oa(y, 2.0);
+    CHECK_NOTHROW(oa::evaluate());
+    CHECK(y[0] == x0[0] * 2.0);
+
+    CHECK_THROWS_AS(
+        [&] {
+          oa::scope s;
+          checked_scale_oa(x, 2.0);
+        }(),
+        std::domain_error);
+    CHECK(x == x0);
+
+    // An error already received through get() is not thrown again.
+    std::vector<double> a = x;
+    auto r = vecmath::oa::checked_sqrt(a);
+    CHECK_THROWS_AS(r.get(), std::domain_error);
+    CHECK_NOTHROW(oa::evaluate());
+  }
+}
+
+TEST_CASE("several failed calls: evaluate() throws the first in program order, once") {
+  config_scope cs(oa_test::host_config());
+  std::vector<double> x = oa_test::random_vector(20000, 0, 1, 8), y = x;
+  x[5] = -1;
+  y[7] = -1;
+  std::vector<double> bad = x;
+  auto total = checked_total_oa(bad);  // fails with range_error (held, not read)
+  checked_scale_oa(y, 2.0);            // fails with domain_error
+  CHECK_THROWS_AS(oa::evaluate(), std::range_error);
+  CHECK_NOTHROW(oa::evaluate());
+  CHECK_THROWS_AS(total.get(), std::range_error);  // still there for whoever asks
+}
+
+TEST_CASE("an error nobody could receive is reported when its thread ends, and in the report") {
+  const std::string path = "test_failures_unobserved.json";
+  oa::config c = oa_test::host_config();
+  c.report = path;
+  config_scope cs(c);
+  std::thread([] {
+    std::vector<double> x(1000, 1.0);
+    x[3] = -1;
+    checked_scale_oa(x, 2.0);
+    std::vector<double> ok(10, 4.0);
+    (void)vecmath::oa::checked_sqrt(ok).get();  // evaluates everything, x's call fails unseen
+  }).join();
+  oa::write_outputs();
+  std::ifstream f(path);
+  const auto j = nlohmann::json::parse(f);
+  REQUIRE(j["unobserved_errors"].size() == 1);
+  CHECK(contains(j["unobserved_errors"][0].get<std::string>(), "test::checked_scale"));
+  CHECK(contains(j["unobserved_errors"][0].get<std::string>(), "negative element"));
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a call that throws part-way through an in-place stage: the caller's objects as they were, on every device") {
+  oa::config seq = oa_test::emulated_config(64 << 10);
+  seq.sequential = true;
+  for (const auto& cfg : {oa_test::host_config(), oa_test::emulated_config(64 << 10), seq}) {
+    CAPTURE(cfg.device);
+    CAPTURE(cfg.sequential);
+    config_scope cs(cfg);
+    for (const std::size_t bad : {std::size_t{0}, std::size_t{777}, std::size_t{60000}, std::size_t{99999}}) {
+      CAPTURE(bad);
+      std::vector<double> x = oa_test::random_vector(100000, 0, 1, 9), z = oa_test::random_vector(100000, 0, 1, 10);
+      x[bad] = -1;
+      const auto x0 = x, z0 = z;
+      vecmath::oa::scale(z, 5.0);   // same stage as the failing call
+      checked_scale_oa(x, 2.0);
+      vecmath::oa::scale(x, 3.0);   // after it, on the same object
+      CHECK_THROWS_AS(oa::evaluate(), std::domain_error);
+      CHECK(x == x0);
+      CHECK(z == z0);
+      const auto r = oa_test::run_total();
+      // Kept chunk by chunk up to the failure: at most both objects whole.
+      CHECK(r.rollback_bytes > 0);
+      CHECK(r.rollback_bytes <= 2 * 100000 * sizeof(double));
+      CHECK(contains(r.error, "negative element"));
+    }
+  }
+}
+
+TEST_CASE("every budget from 64 B to 8 KiB runs exactly or fails at planning naming the budget that works") {
+  const std::size_t n = 300;
+  const ArrayXd price = oa_test::random_array(n, 10, 50, 31), strike = oa_test::random_array(n, 10, 50, 32),
+                t = oa_test::random_array(n, 0.1, 2, 33), rate = oa_test::random_array(n, 0.01, 0.05, 34),
+                vol = oa_test::random_array(n, 0.1, 0.5, 35);
+  auto run = [&](std::size_t budget, ArrayXd& call) {
+    config_scope cs(oa_test::emulated_config(budget));
+    oa::lazy<ArrayXd> c, p;
+    oa_workloads::blackscholes(oa::ref(price), oa::ref(strike), oa::ref(t), oa::ref(rate), oa::ref(vol), c, p);
+    call = c.get();
+  };
+  ArrayXd expected;
+  run(1 << 20, expected);
+  std::size_t smallest = 0;
+  std::size_t ran = 0, refused = 0;
+  for (std::size_t budget = 64; budget <= 8192; budget += budget < 1200 ? 8 : 61) {
+    CAPTURE(budget);
+    ArrayXd call;
+    try {
+      run(budget, call);
+      ++ran;
+      CHECK((call - expected).abs().maxCoeff() == 0.0);
+      if (smallest) CHECK(budget >= smallest);
+    } catch (const oa::plan_error& e) {
+      ++refused;
+      std::smatch m;
+      const std::string msg = e.what();
+      REQUIRE(std::regex_search(msg, m, std::regex("the smallest budget that runs it is ([0-9]+) bytes")));
+      const std::size_t named = std::stoull(m[1]);
+      CHECK(named > budget);
+      if (!smallest) smallest = named;
+      CHECK(named == smallest);
+    }
+  }
+  CHECK(ran > 0);
+  CHECK(refused > 0);
+  // The budget named is exactly the smallest that runs.
+  ArrayXd call;
+  CHECK_NOTHROW(run(smallest, call));
+  CHECK((call - expected).abs().maxCoeff() == 0.0);
+  CHECK_THROWS_AS(run(smallest - 1, call), oa::plan_error);
+}
+
+TEST_CASE("a tiny link bandwidth throttles instead of wrapping the clock around") {
+  using clock = std::chrono::steady_clock;
+  const auto now = clock::now();
+  CHECK(oa::detail::link_deadline(now, 1e30) == clock::time_point::max());
+  CHECK(oa::detail::link_deadline(now, 1e11) > now + std::chrono::hours(24 * 365 * 1000));
+  CHECK(oa::detail::link_deadline(now, 0.25) - now == std::chrono::milliseconds(250));
+  CHECK(oa::detail::link_deadline(now, 0) == now);
+  // A copy over a slow link takes its time: 1000 bytes at 10 kB/s.
+  oa::emulated_options o;
+  o.link_bytes_per_second = 1e4;
+  auto dev = oa::make_emulated_device(o);
+  std::vector<std::byte> host(1000);
+  void* d = dev->allocate(host.size());
+  const auto s = dev->create_stream();
+  const auto t0 = clock::now();
+  dev->copy_to_device_async({static_cast<std::byte*>(d), 1000, 1, 1000}, {host.data(), 1000, 1, 1000}, s);
+  dev->synchronize(s);
+  CHECK(clock::now() - t0 >= std::chrono::milliseconds(95));
+  dev->destroy_stream(s);
+  dev->deallocate(d, host.size());
+  o.link_bytes_per_second = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_AS(oa::make_emulated_device(o), oa::invalid_argument);
+}
+
+TEST_CASE("reports stay bounded over many evaluations; the total still counts every stage") {
+  const std::string path = "test_failures_bounded.json";
+  oa::config c = oa_test::host_config();
+  c.report = path;
+  config_scope cs(c);
+  std::vector<double> a(64, 1.0);
+  const std::size_t runs = 2500;
+  for (std::size_t i = 0; i < runs; ++i) (void)vecmath::oa::add(a, a).get();
+  CHECK(oa::reports().size() <= oa::run_log::kept_stages);
+  oa::write_outputs();
+  std::ifstream f(path);
+  const auto j = nlohmann::json::parse(f);
+  CHECK(j["stages"].size() + j["dropped_stages"].get<std::size_t>() == runs);
+  CHECK(j["total"]["chunks"].get<std::size_t>() == runs);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a caller's object resized after the call was recorded: a clear error, nothing read out of bounds") {
+  for (const auto& cfg : {oa_test::host_config(), oa_test::emulated_config(64 << 10)}) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    std::vector<double> a(10000, 2.0), b(10000, 3.0);
+    auto r = vecmath::oa::add(a, b);
+    a.resize(10);
+    const std::string msg = message_of([&] { r.get(); });
+    CHECK(contains(msg, "vecmath::add"));
+    CHECK(contains(msg, "argument 1 (a)"));
+    CHECK(contains(msg, "10 units"));
+    CHECK(contains(msg, "10000"));
+    CHECK_THROWS_AS(r.get(), oa::invalid_argument);
+
+    ArrayXd x = ArrayXd::Constant(5000, 1.0);
+    oa::lazy<ArrayXd> y = exp(oa::ref(x));
+    x.resize(20000);  // reallocates: the recorded storage is gone
+    CHECK_THROWS_AS(y.get(), oa::invalid_argument);
+  }
+}
+
+TEST_CASE("reductions are bit-identical for 1, 2, 4 and 8 streams and across devices, folded in chunk order") {
+  // Values whose sum depends on the order of addition.
+  const std::size_t n = 100000;
+  std::vector<double> a(n);
+  std::mt19937_64 g(5);
+  std::uniform_real_distribution<double> d(-1, 1);
+  for (std::size_t i = 0; i < n; ++i) a[i] = d(g) * (i % 97 == 0 ? 1e12 : 1.0);
+  const std::vector<double> ones(n, 1.0);
+  std::vector<double> results;
+  std::size_t chunk_units = 0;
+  for (const bool emulated : {false, true})
+    for (const int streams : {1, 2, 4, 8}) {
+      CAPTURE(emulated);
+      CAPTURE(streams);
+      oa::config c = emulated ? oa_test::emulated_config(4 << 20) : oa_test::host_config();
+      c.streams = streams;
+      c.chunk_bytes = 16 << 10;  // the same chunks everywhere
+      config_scope cs(c);
+      results.push_back(vecmath::oa::dot(a, ones).get());
+      const auto r = oa::reports().at(0);
+      CHECK(r.chunks > 8);
+      CHECK(r.streams == streams);
+      if (!chunk_units) chunk_units = r.chunk_units;
+      CHECK(r.chunk_units == chunk_units);
+    }
+  std::vector<double> partials;
+  for (const auto& c : oa::split::chunks(n, chunk_units))
+    partials.push_back(vecmath::dot(std::span(a).subspan(c.begin, c.size()), std::span(ones).subspan(c.begin, c.size())));
+  double forward = 0, reverse = 0;
+  for (double p : partials) forward += p;
+  for (auto it = partials.rbegin(); it != partials.rend(); ++it) reverse += *it;
+  REQUIRE(forward != reverse);  // the data tells the orders apart
+  for (double r : results) CHECK(r == forward);
+}
+
+TEST_CASE("a chunk of a reduction re-run on the host after a device fault keeps its partial") {
+  const std::vector<double> a = oa_test::random_vector(200000, -1, 1, 12), b = oa_test::random_vector(200000, -1, 1, 13);
+  double expected = 0;
+  {
+    config_scope cs(oa_test::emulated_config(256 << 10));
+    expected = vecmath::oa::dot(a, b).get();
+  }
+  for (std::uint64_t launch : {1, 2, 5}) {
+    CAPTURE(launch);
+    oa::config c = oa_test::emulated_config(256 << 10);
+    c.fail_launch = launch;
+    config_scope cs(c);
+    CHECK(vecmath::oa::dot(a, b).get() == expected);
+    CHECK(oa_test::run_total().host_reruns == 1);
+  }
+}
+
+TEST_CASE("a failed lazy scalar fails the calls that read it") {
+  for (const auto& cfg : {oa_test::host_config(), oa_test::emulated_config(64 << 10)}) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    std::vector<double> a = oa_test::random_vector(30000, 0, 1, 14);
+    a[20000] = -1;
+    const auto a0 = a;
+    oa::lazy<double> k = checked_total_oa(a);  // fails
+    auto scaled = times_oa(a, k);              // reads it while pending
+    std::vector<double> x(30000, 1.0);
+    vecmath::oa::scale(x, k);
+    CHECK_THROWS_AS(oa::evaluate(), std::range_error);
+    CHECK_THROWS_AS(scaled.get(), std::range_error);
+    CHECK(x == std::vector<double>(30000, 1.0));
+    // Already failed when the call is recorded: the call fails the same way.
+    auto later = times_oa(a0, k);
+    CHECK_THROWS_AS(later.get(), std::range_error);
+  }
+}
