@@ -16,6 +16,9 @@
 # -j2 takes a while (20-30 minutes on 2 cores).
 set -euo pipefail
 
+# All of it in one function, read whole before it runs: an edit of this file
+# during the long build cannot change what runs.
+main() {
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 work=${1:-/tmp/oa-offline}
 cmake4=${OA_CMAKE4_VENV:-/tmp/cmake4}
@@ -70,7 +73,8 @@ unshare -m -n bash -euo pipefail -c '
   mount --bind "$work/dpkg-status" /var/lib/dpkg/status
   for a in /usr/bin/apt-get /usr/bin/apt; do mount --bind "$work/apt-get" "$a"; done
 
-  echo "simulate_offline: inside: network interfaces: $(ls /sys/class/net | tr "\n" " ")"
+  # /proc/net/dev is per network namespace; sysfs still shows the host interfaces.
+  echo "simulate_offline: inside: network interfaces: $(sed -n "s/^ *\([^:]*\):.*/\1/p" /proc/net/dev | tr "\n" " ")"
   for f in /usr/include/eigen3/Eigen/Core /usr/include/boost/hana.hpp /usr/include/nlohmann/json.hpp \
            /usr/include/doctest/doctest.h /usr/include/CLI/CLI.hpp /usr/lib/cmake/doctest/doctestConfig.cmake; do
     [[ ! -e "$f" ]] || { echo "simulate_offline: $f is still visible" >&2; exit 1; }
@@ -114,3 +118,6 @@ if ((${#problems[@]})); then
 fi
 echo "simulate_offline: passed: offline, both CMakes configure; build and every test that needs no GPU pass;" \
   "the GPU steps are listed as not run"
+}
+main "$@"
+exit
