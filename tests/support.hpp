@@ -6,6 +6,7 @@
 #include <cmath>
 #include <oa/oa.hpp>
 #include <random>
+#include <string_view>
 #include <vector>
 
 namespace oa_test {
@@ -67,5 +68,13 @@ double max_rel_error(const A& got, const B& ref) {
 }
 
 inline oa::stage_report run_total() { return oa::total(oa::reports()); }
+
+/// Tolerance, |got - ref| / max(|ref|, 1), of what the host computes with the
+/// annotations' CPU functions against plain Eigen: exact where oa computes
+/// with Eigen's functions, a few ULP's worth where it uses the vectorized
+/// host math (oa::host_math) for sin, cos, asin, erf, exp and log2.
+inline double host_tolerance() {
+  return std::string_view(oa::host_math::implementation()) == "eigen" ? 0.0 : 1e-12;
+}
 
 }  // namespace oa_test

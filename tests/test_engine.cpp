@@ -3,8 +3,10 @@
 
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -216,12 +218,81 @@ TEST_CASE("Haversine and the crime index: constant inputs give the published val
 TEST_CASE("differential: host and emulated devices agree with plain Eigen on random inputs") {
   for (const auto& cfg : devices()) {
     CAPTURE(cfg.device);
-    oa_test::workloads_match_eigen(cfg, 0.0);  // both run the CPU functions, on aligned chunks
+    oa_test::workloads_match_eigen(cfg, oa_test::host_tolerance());  // both run the CPU functions
     oa_test::library_calls(cfg, 0.0);
   }
   oa::config twins = oa_test::emulated_config(std::size_t{1} << 20);
   twins.emulated_device_functions = true;
   oa_test::workloads_match_eigen(twins, 1e-12);
+}
+
+TEST_CASE("host math: within a few ULP of libm, position-independent, the same bits on every device and stream count") {
+  using oa::host_math::fn;
+  struct fn_case {
+    fn f;
+    double (*ref)(double);
+    double lo, hi;
+  };
+  const fn_case cases[] = {{fn::sin, [](double x) { return std::sin(x); }, -10, 10},
+                           {fn::cos, [](double x) { return std::cos(x); }, -10, 10},
+                           {fn::asin, [](double x) { return std::asin(x); }, -1, 1},
+                           {fn::erf, [](double x) { return std::erf(x); }, -6, 6},
+                           {fn::exp, [](double x) { return std::exp(x); }, -700, 700},
+                           {fn::log2, [](double x) { return std::log2(x); }, 1e-300, 1e300}};
+  const std::size_t n = 100003;
+  for (const fn_case& c : cases) {
+    CAPTURE(static_cast<int>(c.f));
+    const std::vector<double> x = oa_test::random_vector(n, c.lo, c.hi, 61);
+    std::vector<double> y(n);
+    if (!oa::host_math::apply(c.f, x.data(), y.data(), n)) {
+      CHECK(std::string(oa::host_math::implementation()) == "eigen");
+      continue;
+    }
+    double worst_ulp = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double r = c.ref(x[i]);
+      const double ulp = std::nextafter(std::abs(r), INFINITY) - std::abs(r);
+      worst_ulp = std::max(worst_ulp, std::abs(y[i] - r) / std::max(ulp, std::numeric_limits<double>::denorm_min()));
+    }
+    CHECK(worst_ulp <= 2.0);
+    // Any start, any length, in place: the same bits as over the whole array.
+    for (const std::size_t begin : {std::size_t{1}, std::size_t{3}, std::size_t{64}}) {
+      for (const std::size_t len : {std::size_t{1}, std::size_t{5}, std::size_t{8}, std::size_t{13}, std::size_t{999}}) {
+        std::vector<double> part(x.begin() + static_cast<std::ptrdiff_t>(begin),
+                                 x.begin() + static_cast<std::ptrdiff_t>(begin + len));
+        REQUIRE(oa::host_math::apply(c.f, part.data(), part.data(), len));
+        for (std::size_t i = 0; i < len; ++i) REQUIRE(part[i] == y[begin + i]);
+      }
+    }
+  }
+  // The workloads: bit for bit the same on 1, 2, 4 and 8 streams of the host
+  // device and on the emulated device, whatever the chunks.
+  const std::size_t m = 77777;
+  const ArrayXd lat = oa_test::random_array(m, -1.5, 1.5, 62), lon = oa_test::random_array(m, -1.5, 1.5, 63);
+  const ArrayXd price = oa_test::random_array(m, 10, 50, 64), strike = oa_test::random_array(m, 10, 50, 65),
+                t = oa_test::random_array(m, 0.1, 2, 66), rate = oa_test::random_array(m, 0.01, 0.05, 67),
+                vol = oa_test::random_array(m, 0.1, 0.5, 68);
+  std::vector<std::array<ArrayXd, 3>> runs;
+  std::vector<oa::config> cfgs;
+  for (const int streams : {1, 2, 4, 8}) {
+    oa::config c = oa_test::host_config();
+    c.streams = streams;
+    c.chunk_bytes = 256 << 10;
+    cfgs.push_back(c);
+  }
+  cfgs.push_back(oa_test::emulated_config(1 << 20));
+  for (const oa::config& c : cfgs) {
+    config_scope cs(c);
+    oa::lazy<ArrayXd> hav, call, put;
+    oa_workloads::haversine(oa::ref(lat), oa::ref(lon), hav);
+    oa_workloads::blackscholes(oa::ref(price), oa::ref(strike), oa::ref(t), oa::ref(rate), oa::ref(vol), call, put);
+    runs.push_back({hav.get(), call.get(), put.get()});
+    CHECK(oa_test::run_total().chunks >= 2);
+  }
+  for (std::size_t k = 1; k < runs.size(); ++k) {
+    CAPTURE(k);
+    for (std::size_t j = 0; j < 3; ++j) CHECK((runs[k][j] == runs[0][j]).all());
+  }
 }
 
 TEST_CASE("differential: the device functions' host twins agree with the CPU functions") {

@@ -104,8 +104,14 @@ TEST_CASE("an injected device fault on chunk k: the chunk re-runs on the host, r
                 t = oa_test::random_array(n, 0.1, 2, 33), rate = oa_test::random_array(n, 0.01, 0.05, 34),
                 vol = oa_test::random_array(n, 0.1, 0.5, 35);
   const ArrayXd price0 = price;
-  ArrayXd call_ref, put_ref;
-  oa_workloads::blackscholes(price, strike, t, rate, vol, call_ref, put_ref);
+  ArrayXd call_ref, put_ref;  // what the host device computes: the re-run must give the same bits
+  {
+    config_scope hs(oa_test::host_config());
+    oa::lazy<ArrayXd> c, p;
+    oa_workloads::blackscholes(oa::ref(price), oa::ref(strike), oa::ref(t), oa::ref(rate), oa::ref(vol), c, p);
+    call_ref = c.get();
+    put_ref = p.get();
+  }
   struct fault_case {
     std::uint64_t launch, copy;
   };
@@ -167,7 +173,7 @@ TEST_CASE("a device lost for good: the stage's unfinished chunks re-run on the h
   config_scope cs(c);
   oa::lazy<ArrayXd> r = exp(oa::ref(x)) * oa::ref(y);
   oa::lazy<ArrayXd> q = sqrt(oa::ref(z));  // another stage (other length), after the loss
-  CHECK((r.get() - (x.exp() * y)).abs().maxCoeff() == 0.0);
+  CHECK(oa_test::max_rel_error(r.get(), (x.exp() * y).eval()) <= oa_test::host_tolerance());
   CHECK((q.get() - z.sqrt()).abs().maxCoeff() == 0.0);
   const auto reps = oa::reports();
   REQUIRE(reps.size() == 2);

@@ -8,6 +8,8 @@
 // an element-wise device function from oa/core/ops.hpp.
 
 #include <Eigen/Core>
+#include <cstddef>
+#include <type_traits>
 #include <unsupported/Eigen/SpecialFunctions>
 
 #include "oa/core/annotate.hpp"
@@ -58,17 +60,41 @@ OA_EIGEN_BINARY(ge, greater_equal, >=)
       oa::args(oa::in<contiguous>, oa::out<contiguous, array<S>>),                 \
       oa::device_fn(oa::elementwise(ops::NAME{})));
 
-OA_EIGEN_UNARY(exp)
 OA_EIGEN_UNARY(log)
-OA_EIGEN_UNARY(log2)
 OA_EIGEN_UNARY(sqrt)
-OA_EIGEN_UNARY(sin)
-OA_EIGEN_UNARY(cos)
-OA_EIGEN_UNARY(asin)
-OA_EIGEN_UNARY(erf)
 OA_EIGEN_UNARY(abs)
 OA_EIGEN_UNARY(square)
 #undef OA_EIGEN_UNARY
+
+/// out = f(a) through the host's vectorized math (oa::host_math) where it
+/// has the function for the chunk's scalar type; false: Eigen computes.
+template <class A, class O>
+bool vector_math(host_math::fn f, const A& a, O& out) {
+  if constexpr (std::is_same_v<typename A::Scalar, double> && std::is_same_v<typename O::Scalar, double>)
+    return a.innerStride() == 1 && out.innerStride() == 1 && a.size() == out.size() &&
+           host_math::apply(f, a.data(), out.data(), static_cast<std::size_t>(a.size()));
+  else
+    return false;
+}
+
+// Functions Eigen runs one element at a time for double (sin, cos, asin,
+// erf) or at SSE2 width (exp, log2): vectorized on the host when available.
+#define OA_EIGEN_UNARY_VECTOR(NAME)                                                          \
+  template <class S>                                                                         \
+  inline constexpr auto NAME = oa::annotate<"Eigen::ArrayBase::" #NAME>(                     \
+      oa::cpu([](const auto& a, auto& out) {                                                 \
+        if (!vector_math(host_math::fn::NAME, a, out)) out = a.NAME();                       \
+      }),                                                                                    \
+      oa::args(oa::in<contiguous>, oa::out<contiguous, array<S>>),                           \
+      oa::device_fn(oa::elementwise(ops::NAME{})));
+
+OA_EIGEN_UNARY_VECTOR(exp)
+OA_EIGEN_UNARY_VECTOR(log2)
+OA_EIGEN_UNARY_VECTOR(sin)
+OA_EIGEN_UNARY_VECTOR(cos)
+OA_EIGEN_UNARY_VECTOR(asin)
+OA_EIGEN_UNARY_VECTOR(erf)
+#undef OA_EIGEN_UNARY_VECTOR
 
 template <class S>
 inline constexpr auto negate = oa::annotate<"Eigen::ArrayBase::operator- (unary)">(

@@ -92,3 +92,31 @@ struct select {
 };
 
 }  // namespace oa::ops
+
+#if !defined(__CUDACC_RTC__)
+#include <cstddef>
+
+// Vectorized double-precision math for the annotations' CPU functions on the
+// host: SLEEF's 1.0-ULP functions at the widest vector width the CPU runs,
+// chosen at run time (OA_HOST_MATH=eigen turns it off). Results are within a
+// few ULP of Eigen's (which calls libm one element at a time for sin, cos,
+// asin and erf), and each element's result depends on its value only, so
+// chunking never changes a bit. Absent (a build without SLEEF, or a CPU
+// without AVX2 and FMA), apply() declines and Eigen computes.
+namespace oa::host_math {
+
+enum class fn : unsigned char { sin, cos, asin, erf, exp, log2, count };
+
+/// out[i] = f(in[i]) for i < n (in == out allowed); false, with nothing
+/// written, when no vectorized implementation is in use.
+bool apply(fn f, const double* in, double* out, std::size_t n) noexcept;
+
+/// The implementation in use: "sleef-avx512f", "sleef-avx2" or "eigen".
+const char* implementation() noexcept;
+
+/// Turns the vectorized functions off (Eigen's run) or back on; returns the
+/// previous setting. For comparisons and tests of the Eigen path.
+bool enable(bool on) noexcept;
+
+}  // namespace oa::host_math
+#endif
