@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <optional>
 
 #include "core/kernel_source.hpp"
@@ -250,9 +251,44 @@ void check_caller_objects(const stage& s, const std::vector<call_node>& nodes) {
   }
 }
 
+/// Memory for undo logs, kept between stages: fresh memory costs a page fault
+/// per page on first touch, more than the copy itself. One block of at most
+/// `kept_max` bytes is kept; larger ones go back to the system at once.
+class undo_storage {
+ public:
+  static constexpr std::size_t kept_max = std::size_t{1} << 30;
+
+  static std::unique_ptr<std::byte[]> take(std::size_t bytes, std::size_t& capacity) {
+    {
+      std::lock_guard lock(m_);
+      if (block_ && size_ >= bytes) {
+        capacity = size_;
+        return std::move(block_);
+      }
+    }
+    capacity = std::max<std::size_t>(bytes, 1);
+    return std::unique_ptr<std::byte[]>(new std::byte[capacity]);  // uninitialised: no pass over it
+  }
+  static void give(std::unique_ptr<std::byte[]> b, std::size_t capacity) noexcept {
+    if (!b || capacity > kept_max) return;
+    std::lock_guard lock(m_);
+    if (!block_ || size_ < capacity) {
+      block_ = std::move(b);
+      size_ = capacity;
+    }
+  }
+
+ private:
+  static inline std::mutex m_;
+  static inline std::unique_ptr<std::byte[]> block_;
+  static inline std::size_t size_ = 0;
+};
+
 /// Copies of the caller's objects that a stage updates in place, taken chunk
-/// by chunk before the chunk's work is queued: a failed stage puts them all
-/// back (all or nothing), and a chunk re-run on the host starts from them.
+/// by chunk before the chunk's work can write them: a failed stage puts them
+/// all back (all or nothing), and a chunk re-run on the host starts from them.
+/// Chunks are saved by whichever thread runs them (distinct chunks touch
+/// distinct bytes), so on the host device saving is spread over the workers.
 class undo_log {
  public:
   undo_log(const stage& s, const std::vector<call_node>& nodes) {
@@ -264,56 +300,75 @@ class undo_log {
           targets_.push_back(a.value.get());
   }
 
-  /// Keeps chunk j's bytes of every object updated in place.
-  void save(std::size_t j, split::range r) {
+  ~undo_log() { undo_storage::give(std::move(data_), capacity_); }
+  undo_log(const undo_log&) = delete;
+  undo_log& operator=(const undo_log&) = delete;
+
+  bool empty() const noexcept { return targets_.empty(); }
+
+  /// Room for these chunks; memory is touched only as chunks are saved.
+  void plan(const std::vector<split::range>& ranges) {
     if (targets_.empty()) return;
-    if (saved_.size() <= j) saved_.resize(j + 1);
-    chunk& c = saved_[j];
-    c.r = r;
-    c.kept = true;
-    for (const value_state* t : targets_) {
-      const region from = t->ops->host_region(t->object, r);
-      const std::size_t at = c.bytes.size();
-      c.bytes.resize(at + from.bytes());
-      copy_region(from.packed_at(c.bytes.data() + at), from);
+    ranges_ = ranges;
+    offsets_.assign(ranges.size() + 1, 0);
+    for (std::size_t j = 0; j < ranges.size(); ++j) {
+      std::size_t b = 0;
+      for (const value_state* t : targets_) b += t->ops->host_region(t->object, ranges[j]).bytes();
+      offsets_[j + 1] = offsets_[j] + b;
     }
-    bytes_ += c.bytes.size();
+    data_ = undo_storage::take(offsets_.back(), capacity_);
+    kept_.assign(ranges.size(), 0);
+  }
+
+  /// Keeps chunk j's bytes of every object updated in place.
+  void save(std::size_t j) noexcept {
+    if (targets_.empty()) return;
+    std::byte* at = data_.get() + offsets_[j];
+    for (const value_state* t : targets_) {
+      const region from = t->ops->host_region(t->object, ranges_[j]);
+      copy_region(from.packed_at(at), from);
+      at += from.bytes();
+    }
+    kept_[j] = 1;
   }
 
   /// Chunk j as it was before the stage, and kept so (a re-run may fail too).
-  void before_rerun(std::size_t j, split::range r) {
-    if (j < saved_.size() && saved_[j].kept) restore(saved_[j]);
-    else save(j, r);
+  void before_rerun(std::size_t j) noexcept {
+    if (targets_.empty()) return;
+    if (kept_[j]) restore(j);
+    else save(j);
   }
 
   /// Every chunk saved goes back.
   void restore_all() noexcept {
-    for (const chunk& c : saved_)
-      if (c.kept) restore(c);
+    for (std::size_t j = 0; j < kept_.size(); ++j)
+      if (kept_[j]) restore(j);
   }
 
   /// Bytes kept (the price of all-or-nothing updates).
-  std::size_t bytes() const noexcept { return bytes_; }
+  std::size_t bytes() const noexcept {
+    std::size_t b = 0;
+    for (std::size_t j = 0; j < kept_.size(); ++j)
+      if (kept_[j]) b += offsets_[j + 1] - offsets_[j];
+    return b;
+  }
 
  private:
-  struct chunk {
-    split::range r;
-    bool kept = false;
-    std::vector<std::byte> bytes;  // each target's region, packed, in order
-  };
-
-  void restore(const chunk& c) noexcept {
-    std::size_t at = 0;
+  void restore(std::size_t j) noexcept {
+    std::byte* at = data_.get() + offsets_[j];
     for (const value_state* t : targets_) {
-      const region to = t->ops->host_region(t->object, c.r);
-      copy_region(to, to.packed_at(const_cast<std::byte*>(c.bytes.data()) + at));
+      const region to = t->ops->host_region(t->object, ranges_[j]);
+      copy_region(to, to.packed_at(at));
       at += to.bytes();
     }
   }
 
   std::vector<const value_state*> targets_;
-  std::vector<chunk> saved_;
-  std::size_t bytes_ = 0;
+  std::vector<split::range> ranges_;
+  std::vector<std::size_t> offsets_;  // chunk j's bytes: [offsets_[j], offsets_[j + 1])
+  std::unique_ptr<std::byte[]> data_;
+  std::size_t capacity_ = 0;
+  std::vector<char> kept_;  // one flag per chunk, each written by the thread that saved it
 };
 
 /// Runs chunks `which` of the stage again on the host device, in place, over
@@ -491,6 +546,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   ranges = split::chunks(std::max<std::size_t>(s.units, 1), plan.chunk_units);
   const std::size_t nchunks = s.units == 0 ? 0 : ranges.size();
   partials.assign(nchunks * chunk_partial_bytes, std::byte{0});
+  undo.plan(ranges);
   partial_entries.assign(nchunks, 1);
   events.resize(nchunks);
   const std::string launch_name =
@@ -543,7 +599,9 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
         if (stage_error) break;
         slot& sl = guard.slots[si];
         const split::range r = ranges[i];
-        undo.save(i, r);  // before any work of the chunk can write the caller's objects
+        // The chunk's bytes of the caller's objects are kept before any of its
+        // work can write them: by the worker itself where kernels run in place.
+        if (!in_place) undo.save(i);
         std::vector<region> regs = chunk_regions(L, sl.buffers, r);
         std::byte* host_partial = partials.data() + i * chunk_partial_bytes;
         if (!in_place) {
@@ -560,9 +618,14 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
           k.kernel = kernel_for_chunk(*ks, source, s, nodes, sl, elements, partial_offsets);
           partial_entries[i] = k.kernel->grid;
         } else {
-          k.host = [&s, &nodes, &L, regs, r, kernel_partial] { run_chunk(s, nodes, L, regs, r, kernel_partial, false); };
+          undo_log* keep = in_place ? &undo : nullptr;
+          k.host = [&s, &nodes, &L, regs, r, kernel_partial, keep, i] {
+            if (keep) keep->save(i);
+            run_chunk(s, nodes, L, regs, r, kernel_partial, false);
+          };
           if (s.device_capable)
-            k.device_twin = [&s, &nodes, &L, regs, r, kernel_partial] {
+            k.device_twin = [&s, &nodes, &L, regs, r, kernel_partial, keep, i] {
+              if (keep) keep->save(i);
               run_chunk(s, nodes, L, regs, r, kernel_partial, true);
             };
         }
@@ -603,7 +666,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   // as it was before the chunk.
   if (!stage_error && !faulted.empty()) {
     std::sort(faulted.begin(), faulted.end());
-    for (std::size_t j : faulted) undo.before_rerun(j, ranges[j]);
+    for (std::size_t j : faulted) undo.before_rerun(j);
     stage_error = rerun_on_host(host, s, nodes, needed_on_host, ranges, faulted, plan.chunk_units, L,
                                 partial_offsets, chunk_partial_bytes, partials);
     for (std::size_t j : faulted) partial_entries[j] = 1;
