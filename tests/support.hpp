@@ -6,6 +6,7 @@
 #include <cmath>
 #include <oa/oa.hpp>
 #include <random>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -68,6 +69,19 @@ double max_rel_error(const A& got, const B& ref) {
 }
 
 inline oa::stage_report run_total() { return oa::total(oa::reports()); }
+
+inline bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+/// The message of what `f` throws, or "(no exception)".
+template <class F>
+std::string message_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "(no exception)";
+}
 
 /// Tolerance, |got - ref| / max(|ref|, 1), of what the host computes with the
 /// annotations' CPU functions against plain Eigen: exact where oa computes

@@ -13,19 +13,10 @@
 using Eigen::ArrayXd;
 using oa_test::config_scope;
 
+using oa_test::contains;
+using oa_test::message_of;
+
 namespace {
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
-
 inline constexpr auto wide_rows = oa::annotate<"test::wide_rows">(
     oa::cpu([](const auto& m, auto& out) { out = m.rowwise().sum().array(); }),
     oa::args(oa::in<oa::split::rows>("m"), oa::out<oa::split::contiguous, ArrayXd>("sums")),

@@ -19,19 +19,11 @@
 using Eigen::ArrayXd;
 using oa_test::config_scope;
 
+using oa_test::contains;
+using oa_test::message_of;
+
 namespace {
 
-bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
-
-template <class F>
-std::string message_of(F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
 
 // A library function that updates in place and throws on bad data part-way,
 // as plain code would: elements before the bad one are already scaled.
