@@ -297,7 +297,7 @@ TEST_CASE("host device memory and planning budget") {
   CHECK(dev->name() == "host");
   CHECK(dev->host_accessible());
   CHECK(dev->preferred_streams() == 3);
-  CHECK(dev->memory_budget() == 3 * (std::size_t{2} << 20));
+  CHECK(dev->memory_budget() == 3 * (std::size_t{8} << 20));
   void* p = dev->allocate(100);
   CHECK(reinterpret_cast<std::uintptr_t>(p) % 64 == 0);
   void* q = dev->allocate(dev->memory_budget());  // the budget is a target, not a cap
