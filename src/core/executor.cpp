@@ -155,6 +155,13 @@ std::shared_ptr<const generated_kernel> kernel_for_chunk(const kernel_source& ks
 }
 
 /// Runs every call of the stage on one chunk: the body of a launch.
+/// An exception of one of a stage's calls, with the call's position in the
+/// stage: the stage runs again without that call and what depends on it.
+struct call_failed {
+  std::size_t position;
+  std::exception_ptr error;
+};
+
 void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_layout& L,
                const std::vector<region>& regions, split::range r, std::byte* partials, bool use_device_twin) {
   std::vector<region> args;
@@ -169,7 +176,11 @@ void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_
       ka.partial = partials + partial_offset;
       partial_offset += n.reduction->ops->partial_bytes;
     }
-    (use_device_twin ? n.device_twin : n.cpu)(ka);
+    try {
+      (use_device_twin ? n.device_twin : n.cpu)(ka);
+    } catch (...) {
+      throw call_failed{p, std::current_exception()};
+    }
   }
 }
 
@@ -699,8 +710,35 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (stage_error) {
     // All or nothing: the caller's objects go back to what they were.
     undo.restore_all();
-    fail_stage(s, nodes, stage_error);
-    rep.error = message_of(stage_error);
+    std::exception_ptr error = stage_error;
+    std::optional<std::size_t> culprit;
+    try {
+      std::rethrow_exception(stage_error);
+    } catch (const call_failed& f) {
+      culprit = f.position;
+      error = f.error;
+    } catch (...) {
+    }
+    rep.error = message_of(error);
+    if (culprit) {
+      // Only the call that threw fails, and the calls that read what it
+      // writes (cancelled when the rest runs again): the others are
+      // computed, as a plain program computes what comes before or beside
+      // a statement that throws.
+      const call_node& bad = nodes[static_cast<std::size_t>(s.calls[*culprit])];
+      bad.for_each_output([&](const value_ptr& v) {
+        v->status = value_status::failed;
+        v->error = error;
+      });
+      stage rest = s;
+      rest.calls.erase(rest.calls.begin() + static_cast<std::ptrdiff_t>(*culprit));
+      stage_report again = run_stage(rest, nodes, needed_on_host, dev, host, opt);
+      again.calls = rep.calls;
+      again.error = rep.error;
+      again.seconds += seconds_since(t0);
+      return again;
+    }
+    fail_stage(s, nodes, error);
   } else {
     // Every entry of every chunk, in order: the result does not depend on
     // which stream ran which chunk.

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "oa/core/runtime.hpp"
+
 namespace oa::detail {
 
 int graph::add(call_node n) {
@@ -26,6 +28,22 @@ value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shap
   return v;
 }
 
+value_ptr graph::bind_user_evaluated(void* object, const value_ops* ops, const split::shape& s, std::string label) {
+  if (auto v = bind_user(object, ops, s, label)) return v;
+  value_ptr pending;
+  {
+    std::lock_guard lock(mutex_);
+    pending = user_versions_.at(object);
+  }
+  evaluate(*this);
+  value_ptr v = bind_user(object, ops, s, std::move(label));
+  if (pending->status == value_status::failed) {
+    v->status = value_status::failed;
+    v->error = pending->error;
+  }
+  return v;
+}
+
 void graph::set_user_version(void* object, value_ptr v) {
   std::lock_guard lock(mutex_);
   user_versions_[object] = std::move(v);
@@ -39,6 +57,16 @@ std::vector<call_node> graph::take_pending() {
 
 graph::~graph() {
   for (const auto& f : failures_) report_unobserved(f);
+  // Calls recorded but never evaluated: their arguments may be gone already
+  // (a thread's locals die before its graph), so they cannot run now.
+  if (!nodes_.empty()) {
+    std::string names;
+    for (std::size_t i = 0; i < nodes_.size() && i < 8; ++i) names += (i ? ", " : "") + nodes_[i].name;
+    if (nodes_.size() > 8) names += ", ...";
+    report_unobserved({nullptr, names,
+                       std::to_string(nodes_.size()) + " recorded calls never ran: their thread ended before "
+                       "evaluating them (call oa::evaluate() or keep an oa::scope in the thread)"});
+  }
 }
 
 void graph::add_failures(std::vector<failure> f) {

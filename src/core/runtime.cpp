@@ -244,7 +244,7 @@ void report_unobserved(const graph::failure& f) noexcept {
 void evaluate_owner(const value_state& v) {
   if (auto g = v.owner.lock()) evaluate(*g);
   if (v.pending())
-    throw error("oa: " + v.label + ": still pending after evaluation (its graph is gone)");
+    throw error("oa: " + v.label + ": never computed: the thread that recorded its call ended before evaluating it");
 }
 
 void evaluate(graph& g) {
@@ -307,8 +307,14 @@ void evaluate(graph& g) {
       st.log.add(std::move(rep));
     } catch (...) {
       // Planning errors (a budget too small, a device that cannot be made)
-      // come back where the stage's values are asked for.
+      // come back where the stage's values are asked for, and in the report.
       fail_stage(s, nodes, std::current_exception());
+      stage_report failed;
+      for (int n : s.calls) failed.calls.push_back(nodes[static_cast<std::size_t>(n)].name);
+      failed.units = s.units;
+      failed.placement_reason = opt.placement_reason;
+      failed.error = message_of(std::current_exception());
+      st.log.add(std::move(failed));
     }
     if (opt.trace) st.log.add_trace(trace);
   }

@@ -743,7 +743,8 @@ class annotated {
                                                  std::is_lvalue_reference_v<A> && !is_lazy_v<A> &&
                                                      !std::is_const_v<std::remove_reference_t<A>>>::value);
         const detail::value_ops* ops = &detail::partitioned_ops<Split, T>::table;
-        detail::value_ptr v = bind_value<Split, T>(g, a, ops, fn, arg_name);
+        // Forwarded as the caller passed it: a temporary is kept by the call.
+        detail::value_ptr v = bind_value<Split, T>(g, std::forward<A>(a), ops, fn, arg_name);
         if constexpr (split::has_state<Split, T>) {
           // Read once, when the call is recorded; a result has it from its call.
           if (!v->state) {
@@ -815,14 +816,7 @@ class annotated {
       // under another split, or by another thread's graph: evaluate it first.
       if (s->pending() && s->ops == ops && s->owner.lock().get() == &g) return s;
       const T& obj = a.get();
-      if (s->user_storage) {
-        auto v = g.bind_user(const_cast<T*>(&obj), ops, Split::shape_of(obj), label);
-        if (!v) {
-          detail::evaluate(g);
-          v = g.bind_user(const_cast<T*>(&obj), ops, Split::shape_of(obj), label);
-        }
-        return v;
-      }
+      if (s->user_storage) return g.bind_user_evaluated(const_cast<T*>(&obj), ops, Split::shape_of(obj), label);
       auto v = std::make_shared<detail::value_state>();
       v->label = s->label;
       v->ops = ops;
@@ -831,12 +825,7 @@ class annotated {
       v->object = s->object;
       return v;
     } else if constexpr (std::is_lvalue_reference_v<A>) {
-      auto v = g.bind_user(const_cast<T*>(&a), ops, Split::shape_of(a), label);
-      if (!v) {
-        detail::evaluate(g);
-        v = g.bind_user(const_cast<T*>(&a), ops, Split::shape_of(a), label);
-      }
-      return v;
+      return g.bind_user_evaluated(const_cast<T*>(&a), ops, Split::shape_of(a), label);
     } else {
       // A temporary: the call keeps it alive.
       auto p = std::make_shared<T>(std::move(a));

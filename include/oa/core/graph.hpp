@@ -141,6 +141,11 @@ class graph : public std::enable_shared_from_this<graph> {
   /// makes a new version); creates the binding on first use. Null when the
   /// latest version is pending under another split type: evaluate first.
   value_ptr bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label);
+  /// bind_user, evaluating this graph first when the latest version is
+  /// pending under another split type. If that version's call failed, the
+  /// binding fails with its error: a call reading it is cancelled, as any
+  /// call depending on a failed one is.
+  value_ptr bind_user_evaluated(void* object, const value_ops* ops, const split::shape& s, std::string label);
   /// Marks that a mut call wrote a new version of the caller's object.
   void set_user_version(void* object, value_ptr v);
 
