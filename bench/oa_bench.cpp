@@ -615,24 +615,11 @@ CLI::Validator count_validator() {
       "N|2^K|16Mi", "COUNT");
 }
 
-/// CLI11 transform: byte sizes with suffixes, as oa::parse_bytes reads them.
-CLI::Validator bytes_validator() {
-  return CLI::Validator(
-      [](std::string& s) -> std::string {
-        try {
-          s = std::to_string(oa::parse_bytes(s, "--device-memory"));
-          return {};
-        } catch (const oa::config_error& e) {
-          return e.what();
-        }
-      },
-      "BYTES", "BYTES");
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   options opt;
+  std::string device_memory_text;  // read by oa::parse_bytes with the other settings: one line, status 2
   CLI::App app{
       "oa-bench: the paging workloads as plain Eigen (cpu) and through oa (oa, sequential, whole), side by "
       "side.",
@@ -646,10 +633,9 @@ int main(int argc, char** argv) {
                  "device of modes oa, sequential and whole: auto (the best this build has), host, emulated or "
                  "cuda; overrides OA_DEVICE (default: OA_DEVICE, else auto)");
   app.add_option(
-         "--device-memory", opt.device_memory,
+         "--device-memory", device_memory_text,
          "device memory budget in bytes, suffixes allowed (64MiB, 1.5GiB, 2GB); 0 = the device's default; "
-         "overrides OA_DEVICE_MEMORY (default: OA_DEVICE_MEMORY, else 0)")
-      ->transform(bytes_validator());
+         "overrides OA_DEVICE_MEMORY (default: OA_DEVICE_MEMORY, else 0)");
   app.add_option(
          "--mode", opt.modes,
          "comma-separated modes, run side by side in the order cpu, sequential, whole, oa: cpu (plain Eigen), "
@@ -696,7 +682,7 @@ int main(int argc, char** argv) {
   try {
     // The configuration's values are the defaults; options given win, and
     // are checked as every other source is.
-    oa::config c = oa::config::from_environment(&opt.origin);
+    oa::config c = oa::config::read_environment(&opt.origin);
     const auto take = [&](const char* option, const char* key, auto& option_value, auto& config_value) {
       if (app.count(option) > 0) {
         config_value = option_value;
@@ -706,10 +692,11 @@ int main(int argc, char** argv) {
       }
     };
     take("--device", "device", opt.device, c.device);
+    if (app.count("--device-memory") > 0) opt.device_memory = oa::parse_bytes(device_memory_text, "--device-memory");
     take("--device-memory", "device_memory", opt.device_memory, c.device_memory);
     take("--streams", "streams", opt.streams, c.streams);
     take("--link-gbps", "link_gbps", opt.link_gbps, c.link_gbps);
-    oa::validate(c, opt.origin);
+    oa::set_config(c, opt.origin);  // validates; the runtime then never reads the environment itself
 
     std::optional<json_sink> sink;
     if (!opt.json.empty()) sink.emplace(opt.json);

@@ -125,7 +125,6 @@ TEST_CASE("parse_bytes reads plain, decimal and binary sizes") {
       {"3TiB", 3 * ki * ki * ki * ki},
       {"3TB", 3'000'000'000'000},
       {"1.3KiB", 1331},  // 1331.2: fractions of a byte are dropped
-      {"1.9", 1},
       {"0.0000000000009094947017729282379150390625TiB", 1},  // exactly one byte
       {"007KB", 7000},
       {"18446744073709551615", 18446744073709551615ull},
@@ -144,6 +143,7 @@ TEST_CASE("parse_bytes rejects malformed sizes and names the setting") {
       "",     "   ",   "-1",    "-1MiB", "+5",     "abc",    "12XB", "1.",     ".",
       "1..5", "1.5.2", "MiB",   "1 2",   "1MiB x", "1 MiBB", "1Mi",  "1 K B",  "0x10",
       "1e6",  "1,000", "1kibi", "1PB",   "1PiB",   "nan",    "inf",  "1\t\tZ",
+      "1.9",  "0.5",   "0.0001KiB",  // a fraction of a byte: no suffix, or below one byte
   };
   for (const char* text : bad) {
     const std::string shown = text;
@@ -320,6 +320,25 @@ TEST_CASE("from_environment reads every variable") {
   CHECK_FALSE(d.sequential);
   CHECK(d.progress == 1);
   CHECK_FALSE(d.verbose);
+}
+
+TEST_CASE("from_environment: the file is checked with the variables over it") {
+  scoped_environment env;
+  // An emulated budget beyond physical memory, but the variable makes it the host's planning target.
+  const temp_file file(R"({"device": "emulated", "device_memory": "1TiB"})");
+  env.set("OA_CONFIG", file.path());
+  CHECK_THROWS_AS(oa::config::from_environment(), oa::config_error);
+  env.set("OA_DEVICE", "host");
+  const oa::config c = oa::config::from_environment();
+  CHECK(c.device == "host");
+  CHECK(c.device_memory == ki * ki * ki * ki);
+  // A program's own option replaces a value before anything checks it.
+  env.set("OA_DEVICE", "");
+  oa::config_origin origin;
+  oa::config r = oa::config::read_environment(&origin);
+  r.device_memory = ki * ki;
+  origin.set("device_memory", "--device-memory");
+  CHECK_NOTHROW(oa::validate(r, origin));
 }
 
 TEST_CASE("from_environment: variables override the OA_CONFIG file") {

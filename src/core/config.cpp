@@ -368,15 +368,45 @@ std::size_t parse_bytes(const std::string& text, const std::string& what) {
 
   // floor(0.d1d2...dn * unit) exactly, from the last digit to the first:
   // each step keeps the partial value below 11 * unit, so nothing overflows.
+  // floor(0.d1d2...dn * unit) exactly, from the last digit to the first:
+  // each step keeps the partial value below 11 * unit, so nothing overflows.
+  // A remainder at any step means a fraction of a byte, which a size with a
+  // suffix drops and a plain byte count may not have.
   std::uint64_t part = 0;
-  for (auto it = frac_digits.rbegin(); it != frac_digits.rend(); ++it)
-    part = (static_cast<std::uint64_t>(*it - '0') * unit + part) / 10;
+  bool exact = true;
+  for (auto it = frac_digits.rbegin(); it != frac_digits.rend(); ++it) {
+    const std::uint64_t scaled = static_cast<std::uint64_t>(*it - '0') * unit + part;
+    exact = exact && scaled % 10 == 0;
+    part = scaled / 10;
+  }
+  if (!exact && unit == 1) fail(what, "'" + text + "' is not a whole number of bytes" + byte_size_hint);
   if (__builtin_add_overflow(bytes, part, &bytes)) too_large();
   if (bytes > std::numeric_limits<std::size_t>::max()) too_large();
+  // 0 means "the default" to the settings that take sizes: a positive size
+  // must not become it by rounding.
+  if (bytes == 0 && frac_digits.find_first_not_of('0') != std::string_view::npos)
+    fail(what, "'" + text + "' is less than one byte" + byte_size_hint);
   return static_cast<std::size_t>(bytes);
 }
 
+namespace {
+/// Reads a JSON object's keys into a copy of `c` (type errors, unknown keys);
+/// the settings' checks are the caller's.
+config overlay_json(const config& c, const std::string& json_text, const std::string& source, config_origin* origins);
+}  // namespace
+
 void config::merge_json(const std::string& json_text, const std::string& source, config_origin* origins) {
+  config_origin merged = origins != nullptr ? *origins : config_origin{};
+  config next = overlay_json(*this, json_text, source, &merged);
+  // Checked once every key is in (a budget's check depends on the device);
+  // applied only then, so that a bad key leaves *this untouched.
+  validate(next, merged);
+  if (origins != nullptr) *origins = std::move(merged);
+  *this = std::move(next);
+}
+
+namespace {
+config overlay_json(const config& c, const std::string& json_text, const std::string& source, config_origin* origins) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(json_text);
@@ -384,25 +414,31 @@ void config::merge_json(const std::string& json_text, const std::string& source,
     fail(source, std::string("not valid JSON: ") + e.what());
   }
   if (!doc.is_object()) fail(source, std::string("expected a JSON object, got ") + doc.type_name());
-
-  // Applied to a copy so that a bad key leaves *this untouched.
-  config next = *this;
+  config next = c;
   for (const auto& [key, value] : doc.items()) {
     const setting* s = find_setting(key);
     if (s == nullptr) fail(source, "unknown key '" + key + "' (known: " + known_keys() + ")");
     s->from_json(next, value, source + ": key '" + key + "'");
+    if (origins != nullptr) origins->set(key, source + ": key '" + key + "'");
   }
-  // Checked once every key is in: a budget's check depends on the device.
-  for (const auto& [key, value] : doc.items()) find_setting(key)->check(next, source + ": key '" + key + "'");
-  if (origins != nullptr)
-    for (const auto& [key, value] : doc.items()) origins->set(key, source + ": key '" + key + "'");
-  *this = std::move(next);
+  return next;
 }
+}  // namespace
 
 config config::from_environment(config_origin* origins) {
+  config_origin origin;
+  config c = read_environment(&origin);
+  validate(c, origin);
+  if (origins != nullptr) *origins = std::move(origin);
+  return c;
+}
+
+config config::read_environment(config_origin* origins) {
   config c;
   config_origin origin;
-  if (const char* path = env("OA_CONFIG")) c.merge_json(read_file(path), path, &origin);
+  // The file's values are checked with the variables over them: a value a
+  // variable replaces is not the one that runs.
+  if (const char* path = env("OA_CONFIG")) c = overlay_json(c, read_file(path), path, &origin);
   for (const auto& s : settings) {
     const std::string variable(s.variable);
     if (const char* v = env(variable.c_str())) {
@@ -410,7 +446,6 @@ config config::from_environment(config_origin* origins) {
       origin.set(s.key, variable);
     }
   }
-  validate(c, origin);
   if (origins != nullptr) *origins = std::move(origin);
   return c;
 }

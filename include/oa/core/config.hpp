@@ -35,6 +35,10 @@ struct config {
   /// Defaults overlaid with OA_CONFIG's JSON file and then OA_* variables,
   /// then validated; `origins`, when given, learns where each setting came from.
   static config from_environment(config_origin* origins = nullptr);
+  /// The same without the final check, for a program whose own options
+  /// override some settings before it validates the result: a value that an
+  /// option replaces is never checked.
+  static config read_environment(config_origin* origins = nullptr);
   /// Overlays the keys of a JSON object (same names as the fields above),
   /// each checked as validate() does; errors name `source` and the key.
   void merge_json(const std::string& json_text, const std::string& source, config_origin* origins = nullptr);
