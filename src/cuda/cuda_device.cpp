@@ -34,16 +34,45 @@ std::string describe(cudaError_t e) {
   return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
 }
 
+bool is_sticky(cudaError_t e) noexcept {
+  switch (e) {
+    // Faults of a kernel: the context is corrupted for good.
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+    // The device or the runtime is gone.
+    case cudaErrorContextIsDestroyed:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorNoDevice:
+    case cudaErrorCudartUnloading:
+    case cudaErrorUnknown:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool is_sticky(cublasStatus_t s) noexcept { return s == CUBLAS_STATUS_EXECUTION_FAILED; }
+
 void throw_cuda(cudaError_t e, const char* call, const char* file, int line) {
   (void)cudaGetLastError();  // clear a non-sticky error so later calls do not report it again
-  throw cuda_error(std::string("oa: ") + file + ":" + std::to_string(line) + ": " + call + " failed: " + describe(e),
-                   static_cast<int>(e));
+  const std::string what = std::string("oa: ") + file + ":" + std::to_string(line) + ": " + call + " failed: " + describe(e);
+  if (is_sticky(e)) throw cuda_fault(what + " (the device cannot be used any more)", static_cast<int>(e));
+  throw cuda_error(what, static_cast<int>(e));
 }
 
 void throw_cublas(cublasStatus_t s, const char* call, const char* file, int line) {
-  throw cuda_error(std::string("oa: ") + file + ":" + std::to_string(line) + ": " + call +
-                       " failed: " + cublasGetStatusName(s) + ": " + cublasGetStatusString(s),
-                   static_cast<int>(s));
+  const std::string what = std::string("oa: ") + file + ":" + std::to_string(line) + ": " + call + " failed: " +
+                           cublasGetStatusName(s) + ": " + cublasGetStatusString(s);
+  if (is_sticky(s)) throw cuda_fault(what, static_cast<int>(s));
+  throw cuda_error(what, static_cast<int>(s));
 }
 
 namespace {

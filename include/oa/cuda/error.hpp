@@ -11,10 +11,23 @@
 
 namespace oa::cuda {
 
-/// A CUDA or cuBLAS call that failed.
-class cuda_error : public device_fault {
+/// A CUDA or cuBLAS call that failed and left the device usable (a misuse, a
+/// launch asking for too much): an ordinary error of the call that made it.
+class cuda_error : public error {
  public:
-  cuda_error(const std::string& what, int code) : device_fault(what), code_(code) {}
+  cuda_error(const std::string& what, int code) : error(what), code_(code) {}
+  int code() const noexcept { return code_; }
+
+ private:
+  int code_;
+};
+
+/// A CUDA failure after which the device cannot be used (a kernel fault
+/// corrupts its context for good): the runtime gives up on the device, and
+/// runs what it had not finished on the host.
+class cuda_fault : public device_fault {
+ public:
+  cuda_fault(const std::string& what, int code) : device_fault(what), code_(code) {}
   int code() const noexcept { return code_; }
 
  private:
@@ -22,6 +35,10 @@ class cuda_error : public device_fault {
 };
 
 namespace detail {
+/// Whether `e` leaves the CUDA context unusable (every later call fails).
+bool is_sticky(cudaError_t e) noexcept;
+/// Whether a cuBLAS status means its kernel failed on the device.
+bool is_sticky(cublasStatus_t s) noexcept;
 [[noreturn]] void throw_cuda(cudaError_t e, const char* call, const char* file, int line);
 [[noreturn]] void throw_cublas(cublasStatus_t s, const char* call, const char* file, int line);
 std::string describe(cudaError_t e);
@@ -36,6 +53,7 @@ std::string describe(cudaError_t e);
       ::oa::cuda::detail::throw_cuda(oa_cuda_status_, #call, __FILE__, __LINE__);     \
   } while (false)
 
+/// Throws oa::cuda::cuda_fault for a sticky error, oa::cuda::cuda_error otherwise.
 /// For destructors: reports nothing, throws nothing.
 #define OA_CUDA_TRY_NOTHROW(call) static_cast<void>(call)
 
