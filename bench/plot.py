@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Pictures from oa-bench's JSON Lines records (--json FILE).
+
+The paging picture: for each workload and device, throughput (input and output
+bytes per second) against the data's size over the device budget, one line per
+mode (cpu, sequential, whole, oa). Where a mode keeps its throughput past 1x,
+paging works; where it falls, that is the cliff. Records of the emulated
+device are titled as an emulation: their seconds are not GPU timings.
+
+    bench/plot.py RECORDS.jsonl... [--out DIR]   PNG files (needs matplotlib)
+    bench/plot.py RECORDS.jsonl... --table       the series as text (no matplotlib)
+
+bench/plot.sh runs it with matplotlib from a virtual environment.
+"""
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+MODES = ["cpu", "sequential", "whole", "oa"]  # the order oa-bench runs them in
+
+
+def read_records(paths):
+    records = []
+    for path in paths:
+        with open(path) as f:
+            for number, line in enumerate(f, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    records.append(json.loads(line))
+                except ValueError as e:
+                    sys.exit(f"plot.py: {path}:{number}: not a JSON record: {e}")
+    return records
+
+
+def paging_series(records):
+    """{(workload, device): {mode: [(data/budget, GB/s), ...]}}, each series sorted.
+
+    A run is placed by its data over the budget that oa and sequential ran
+    under: `whole` raises its own budget to hold everything, and `cpu` has
+    none, so both take the budget and the device of the oa run of the same
+    workload and size. Of repeated points the fastest is kept; failed runs
+    are left out.
+    """
+    reference = {}  # (workload, elements) -> (budget, device) of the paged modes
+    for r in records:
+        if r.get("mode") in ("oa", "sequential") and r.get("device_memory_budget"):
+            reference.setdefault((r["workload"], r["elements"]), (r["device_memory_budget"], r["device"]))
+    figures = defaultdict(lambda: defaultdict(dict))
+    for r in records:
+        if r.get("error") or not r.get("seconds"):
+            continue
+        budget, device = reference.get((r["workload"], r["elements"]),
+                                       (r.get("device_memory_budget"), r.get("device")))
+        if not budget:
+            continue
+        x = round(r["data_bytes"] / budget, 3)
+        gbps = r["data_bytes"] / r["seconds"] / 1e9
+        points = figures[(r["workload"], device)][r["mode"]]
+        points[x] = max(points.get(x, 0.0), gbps)
+    return {key: {mode: sorted(points.items()) for mode, points in modes.items()} for key, modes in figures.items()}
+
+
+def print_table(series):
+    for (workload, device), modes in sorted(series.items()):
+        print(f"{workload} on {device}: GB/s (input and output bytes per second) by data/budget")
+        for mode in [m for m in MODES if m in modes] + sorted(set(modes) - set(MODES)):
+            cells = "  ".join(f"{x:g}x:{gbps:.3g}" for x, gbps in modes[mode])
+            print(f"  {mode:<10} {cells}")
+
+
+def draw(series, out_dir):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        sys.exit("plot.py: matplotlib is not installed: run bench/plot.sh (it makes a virtual environment), "
+                 "or use --table")
+    os.makedirs(out_dir, exist_ok=True)
+    written = []
+    for (workload, device), modes in sorted(series.items()):
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        for mode in [m for m in MODES if m in modes] + sorted(set(modes) - set(MODES)):
+            xs, ys = zip(*modes[mode])
+            ax.plot(xs, ys, marker="o", label=mode)
+        ax.axvline(1.0, color="grey", linestyle=":", linewidth=1)
+        ax.text(1.0, ax.get_ylim()[1], " data = budget", va="top", fontsize=8, color="grey")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("data size / device memory budget")
+        ax.set_ylabel("throughput, GB/s (input + output bytes)")
+        title = f"{workload} on {device}"
+        if device == "emulated":
+            title += " (emulation: not GPU timings)"
+        ax.set_title(title)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        path = os.path.join(out_dir, f"paging-{workload}-{device}.png")
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main():
+    parser = argparse.ArgumentParser(description="Pictures from oa-bench JSON Lines records.")
+    parser.add_argument("records", nargs="+", help="oa-bench --json files")
+    parser.add_argument("--out", default="bench/results/plots", help="folder for the PNG files")
+    parser.add_argument("--table", action="store_true", help="print the series instead of drawing them")
+    args = parser.parse_args()
+    series = paging_series(read_records(args.records))
+    if not series:
+        sys.exit("plot.py: no successful runs with a device budget in these records")
+    if args.table:
+        print_table(series)
+        return
+    for path in draw(series, args.out):
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
