@@ -218,12 +218,17 @@ void note_delivered(const value_state& v) noexcept {
   if (auto g = v.owner.lock()) g->delivered(v.error);
 }
 
+/// "call: message", unless the message names the call already.
+std::string describe_failure(const graph::failure& f) {
+  return f.message.find(f.call) != std::string::npos ? f.message : f.call + ": " + f.message;
+}
+
 void rethrow_failures(graph& g, const char* where) {
   std::vector<graph::failure> f = g.take_failures();
   if (f.empty()) return;
   if (f.size() > 1) {
     std::string others;
-    for (std::size_t i = 1; i < f.size(); ++i) others += "\n  " + f[i].call + ": " + f[i].message;
+    for (std::size_t i = 1; i < f.size(); ++i) others += "\n  " + describe_failure(f[i]);
     std::fprintf(stderr, "oa: %s: %zu calls failed; the first error is thrown, the others were:%s\n", where, f.size(),
                  others.c_str());
   }
@@ -231,12 +236,13 @@ void rethrow_failures(graph& g, const char* where) {
 }
 
 void report_unobserved(const graph::failure& f) noexcept {
-  std::fprintf(stderr, "oa: an error that no caller received (the call's results were never asked for): %s: %s\n",
-               f.call.c_str(), f.message.c_str());
+  const std::string what = describe_failure(f);
+  std::fprintf(stderr, "oa: an error that no caller received (the call's results were never asked for): %s\n",
+               what.c_str());
   try {
     auto& s = state();
     std::lock_guard lock(s.mutex);
-    s.log.unobserved_errors.push_back(f.call + ": " + f.message);
+    s.log.unobserved_errors.push_back(what);
   } catch (...) {
   }
 }
