@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -51,7 +52,7 @@ oa::region whole(void* p, std::size_t bytes) { return {static_cast<std::byte*>(p
 oa::launch kernel(std::string name, std::function<void()> fn) {
   oa::launch k;
   k.name = std::move(name);
-  k.host = std::move(fn);
+  k.entry = [fn = std::move(fn)](const oa::stream_view&) { fn(); };
   return k;
 }
 
@@ -412,20 +413,37 @@ TEST_CASE_TEMPLATE("a launch's own exception comes back unchanged", F, host_dev,
   CHECK(dev->synchronize_event(dev->record_event(s)) == nullptr);
 }
 
-TEST_CASE("emulated device runs device twins only when asked to") {
+TEST_CASE("emulated device says whether launches run device functions") {
   for (const bool twins : {false, true}) {
     oa::emulated_options o;
     o.run_device_functions = twins;
     auto dev = oa::make_emulated_device(o);
-    const auto s = dev->create_stream();
-    std::string ran;
-    auto k = kernel("both", [&] { ran += "host;"; });
-    k.device_twin = [&] { ran += "twin;"; };
-    dev->launch_async(std::move(k), s);
-    dev->launch_async(kernel("host only", [&] { ran += "host;"; }), s);  // no twin: the CPU function
-    dev->synchronize(s);
-    CHECK(ran == (twins ? "twin;host;" : "host;host;"));
+    CHECK(dev->runs_device_functions() == twins);
   }
+  CHECK_FALSE(oa::make_host_device({})->runs_device_functions());
+}
+
+TEST_CASE_TEMPLATE("an entry is given a view of the stream it runs on", D, host_dev, emulated_dev) {
+  auto dev = D::make();
+  const auto a = dev->create_stream(), b = dev->create_stream();
+  std::vector<oa::stream_view> seen;
+  std::mutex m;
+  for (auto s : {a, b, a}) {
+    oa::launch k{"where", [&](const oa::stream_view& v) {
+                   std::lock_guard lock(m);
+                   seen.push_back(v);
+                 }, {}};
+    dev->launch_async(std::move(k), s);
+  }
+  dev->wait_idle();
+  REQUIRE(seen.size() == 3);
+  int on_a = 0;
+  for (const auto& v : seen) {
+    CHECK(v.dev == dev.get());
+    CHECK((v.id == a || v.id == b));
+    on_a += v.id == a;
+  }
+  CHECK(on_a == 2);
 }
 
 TEST_CASE("emulated copy fault leaves the destination untouched") {

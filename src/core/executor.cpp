@@ -410,9 +410,9 @@ std::exception_ptr rerun_on_host(device& host, const stage& s, const std::vector
         const slot& sl = guard.slots[k % nstreams];
         const split::range r = ranges[which[k]];
         std::byte* partial = host_partials.data() + k * L.partial_bytes;
-        launch l{"host re-run", [&s, &nodes, &HL, regs = chunk_regions(HL, sl.buffers, r), r, partial] {
+        launch l{"host re-run", [&s, &nodes, &HL, regs = chunk_regions(HL, sl.buffers, r), r, partial](const stream_view&) {
                    run_chunk(s, nodes, HL, regs, r, partial, false);
-                 }, {}, {}};
+                 }, {}};
         host.launch_async(std::move(l), sl.stream);
         done[k] = host.record_event(sl.stream);
       }
@@ -466,6 +466,9 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
 
   const bool in_place = dev.host_accessible();
   const bool fused = !in_place && dev.compiles_kernels();
+  // The calls' device functions where the device runs them (their host twins
+  // on the emulated device), else their CPU functions.
+  const bool twins = s.device_capable && dev.runs_device_functions();
   const stage_layout L =
       layout_stage(s, nodes, in_place ? placement_mode::in_place : fused ? placement_mode::fused : placement_mode::staged,
                    needed_on_host);
@@ -623,22 +626,17 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
           }
         }
         std::byte* kernel_partial = in_place ? host_partial : sl.partials;
-        launch k{launch_name, {}, {}, {}};
+        launch k{launch_name, {}, {}};
         if (fused) {
           const std::size_t elements = r.size() * L.values.front().v->shape.inner;
           k.kernel = kernel_for_chunk(*ks, source, s, nodes, sl, elements, partial_offsets);
           partial_entries[i] = k.kernel->grid;
         } else {
           undo_log* keep = in_place ? &undo : nullptr;
-          k.host = [&s, &nodes, &L, regs, r, kernel_partial, keep, i] {
+          k.entry = [&s, &nodes, &L, regs, r, kernel_partial, keep, i, twins](const stream_view&) {
             if (keep) keep->save(i);
-            run_chunk(s, nodes, L, regs, r, kernel_partial, false);
+            run_chunk(s, nodes, L, regs, r, kernel_partial, twins);
           };
-          if (s.device_capable)
-            k.device_twin = [&s, &nodes, &L, regs, r, kernel_partial, keep, i] {
-              if (keep) keep->save(i);
-              run_chunk(s, nodes, L, regs, r, kernel_partial, true);
-            };
         }
         dev.launch_async(std::move(k), sl.stream);
         if (!in_place) {

@@ -6,7 +6,8 @@
 //   drain it after (copy out), with host threads copying in parallel; memory
 //   that is already pinned or registered is copied directly;
 // - launches are the stage kernels the engine generates, compiled once per
-//   source with NVRTC for this GPU and cached;
+//   source with NVRTC for this GPU and cached, or entries that enqueue their
+//   own work (cuBLAS with a handle per stream, kernels built with nvcc);
 // - NVTX ranges name every submission, CUDA events time every operation.
 
 #include "oa/cuda/device.hpp"
@@ -164,6 +165,7 @@ class cuda_device final : public device {
   bool host_accessible() const noexcept override { return false; }
   int preferred_streams() const noexcept override { return 4; }
   bool compiles_kernels() const noexcept override { return true; }
+  bool runs_device_functions() const noexcept override { return true; }
 
   // ---- memory ---------------------------------------------------------------
   std::size_t memory_budget() const noexcept override { return budget_; }
@@ -292,12 +294,16 @@ class cuda_device final : public device {
 
   // ---- launches ------------------------------------------------------------------
   void launch_async(launch k, stream_id s) override {
-    if (!k.kernel)
-      throw invalid_argument("cuda_device::launch_async", "k",
-                             "the CUDA device runs generated stage kernels; '" + k.name + "' has none");
     const cudaStream_t cs = native(s, "launch_async");
-    const cudaKernel_t fn = kernel(*k.kernel);
     nvtx_range range(k.name.c_str());
+    if (!k.kernel) {
+      if (!k.entry) throw invalid_argument("cuda_device::launch_async", "k", "launch '" + k.name + "' has no entry");
+      // The entry enqueues its work on the stream (kernels, cuBLAS): timed
+      // around what it enqueued.
+      timed(phase::compute, s, cs, 0, k.name, [&] { k.entry(stream_view{this, s}); });
+      return;
+    }
+    const cudaKernel_t fn = kernel(*k.kernel);
     std::vector<void*> args;
     std::vector<std::uint64_t> values = k.kernel->args;  // launch copies the values; keep them alive until then
     for (auto& v : values) args.push_back(&v);
@@ -549,6 +555,16 @@ cublasHandle_t blas_handle(device& dev, stream_id s) { return detail::as_cuda_de
 
 cudaStream_t native_stream(device& dev, stream_id s) {
   return detail::as_cuda_device(dev, "native_stream").native(s, "native_stream");
+}
+
+cublasHandle_t blas_handle(const stream_view& s) {
+  if (!s.dev) throw invalid_argument("oa::cuda::blas_handle", "s", "an empty stream view");
+  return blas_handle(*s.dev, s.id);
+}
+
+cudaStream_t native_stream(const stream_view& s) {
+  if (!s.dev) throw invalid_argument("oa::cuda::native_stream", "s", "an empty stream view");
+  return native_stream(*s.dev, s.id);
 }
 
 }  // namespace oa::cuda

@@ -47,6 +47,7 @@ class emulated_device final : public stream_device {
   device_kind kind() const noexcept override { return device_kind::emulated; }
   std::string name() const override { return "emulated"; }
   bool host_accessible() const noexcept override { return false; }
+  bool runs_device_functions() const noexcept override { return opt_.run_device_functions; }
   // Three chunks in flight (in, compute, out) plus one of slack, so that a
   // late copy does not stall the other engines.
   int preferred_streams() const noexcept override { return 4; }
@@ -68,7 +69,7 @@ class emulated_device final : public stream_device {
 
   void launch_async(launch k, stream_id s) override {
     auto st = find_stream("launch_async", s);
-    if (!k.host) throw invalid_argument(function_name("launch_async"), "k", "launch has no host callable");
+    if (!k.entry) throw invalid_argument(function_name("launch_async"), "k", "launch '" + k.name + "' has no entry");
     check_lost();
     op o;
     o.what = phase::compute;
@@ -79,7 +80,7 @@ class emulated_device final : public stream_device {
       lose(what);
     }
     o.label = std::move(k.name);
-    o.body = opt_.run_device_functions && k.device_twin ? std::move(k.device_twin) : std::move(k.host);
+    o.body = [entry = std::move(k.entry), view = stream_view{this, s}] { entry(view); };
     submit(st, std::move(o));
   }
 

@@ -56,8 +56,8 @@ class host_device final : public stream_device {
     op o;
     o.what = phase::compute;
     o.label = std::move(k.name);
-    o.body = std::move(k.host);
-    if (!o.body) throw invalid_argument(function_name("launch_async"), "k", "launch has no host callable");
+    if (!k.entry) throw invalid_argument(function_name("launch_async"), "k", "launch '" + o.label + "' has no entry");
+    o.body = [entry = std::move(k.entry), view = stream_view{this, s}] { entry(view); };
     submit(st, std::move(o));
   }
 

@@ -64,14 +64,30 @@ struct generated_kernel {
   unsigned block = 256;
 };
 
-/// A kernel launch. Devices that run code on the host call `host` (the CPU
-/// functions of the calls); the emulated device, when asked to, calls
-/// `device_twin` instead: the host twins of the calls' device functions;
-/// devices that compile kernels run `kernel`.
+class device;
+using stream_id = int;
+
+/// A non-owning view of one stream of a device: what a device entry is given.
+/// On the CUDA device, oa::cuda::native_stream(view) is its cudaStream_t and
+/// oa::cuda::blas_handle(view) a cuBLAS handle bound to it.
+struct stream_view {
+  device* dev = nullptr;
+  stream_id id = -1;
+};
+
+/// The work of one launch, over device memory the engine gave it (captured
+/// by the callable). Every device takes it the same way, in stream order:
+/// devices whose kernels run on the host (host, emulated) call it on the
+/// stream's turn and it does the work; the CUDA device calls it at
+/// submission and it enqueues its work (kernels, cuBLAS, CUB) on the stream.
+/// An exception it throws is the launch's error, reported like a failed kernel.
+using device_entry = std::function<void(const stream_view&)>;
+
+/// A kernel launch: an entry, or a kernel generated for a stage (see
+/// src/core/kernel_source.hpp) for devices that compile kernels at run time.
 struct launch {
   std::string name;
-  std::function<void()> host;
-  std::function<void()> device_twin;
+  device_entry entry;
   std::shared_ptr<const generated_kernel> kernel;
 };
 
@@ -81,8 +97,6 @@ class event_state {
   virtual ~event_state() = default;
 };
 using event = std::shared_ptr<event_state>;
-
-using stream_id = int;
 
 class device {
  public:
@@ -98,6 +112,9 @@ class device {
   /// Runs generated kernels (launch::kernel): stages are fused into one
   /// kernel per chunk, temporaries never take device memory.
   virtual bool compiles_kernels() const noexcept { return false; }
+  /// Launches run the calls' device functions (on the emulated device, their
+  /// host twins) rather than their CPU functions.
+  virtual bool runs_device_functions() const noexcept { return false; }
   /// Gets a generated kernel ready (compiled, loaded) before the first chunk,
   /// so that compiling is not part of the pipeline and its errors come first.
   virtual void prepare(const generated_kernel&) {}

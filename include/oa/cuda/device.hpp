@@ -38,5 +38,8 @@ std::unique_ptr<device> make_device(const options& opt);
 cublasHandle_t blas_handle(device& dev, stream_id s);
 /// The CUDA stream behind a stream id of a CUDA device.
 cudaStream_t native_stream(device& dev, stream_id s);
+/// The same, for the stream a device entry is given.
+cublasHandle_t blas_handle(const stream_view& s);
+cudaStream_t native_stream(const stream_view& s);
 
 }  // namespace oa::cuda
