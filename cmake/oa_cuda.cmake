@@ -40,7 +40,8 @@ function(oa_configure_cuda target)
   endforeach()
   list(JOIN dirs ":" dirs_joined)
   target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda/nvrtc_compiler.cpp
-                                   ${PROJECT_SOURCE_DIR}/src/cuda/cuda_device.cpp)
+                                   ${PROJECT_SOURCE_DIR}/src/cuda/cuda_device.cpp
+                                   ${PROJECT_SOURCE_DIR}/src/cuda/gemm_cublas.cpp)
   target_compile_definitions(${target} PUBLIC OA_HAS_CUDA=1 PRIVATE OA_CUDA_INCLUDE_DIRS="${dirs_joined}")
   # CUDA::nvrtc carries CUDA::cuda_driver (libcuda) as a dependency; NVRTC
   # itself does not need the driver, so its library is linked alone.

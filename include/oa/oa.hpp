@@ -9,4 +9,5 @@
 #include "oa/core/ops.hpp"
 #include "oa/core/report.hpp"
 #include "oa/core/runtime.hpp"
+#include "oa/linalg/gemm.hpp"
 #include "oa/split_types/all.hpp"

@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "core/kernel_source.hpp"
+#include "core/progress.hpp"
 #include "oa/core/error.hpp"
 
 namespace oa::detail {
@@ -184,37 +185,10 @@ void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_
   }
 }
 
-class progress_line {
- public:
-  progress_line(bool on, std::string what, std::size_t total)
-      : on_(on && total > 1), what_(std::move(what)), total_(total), t0_(clock_type::now()) {}
-  void update(std::size_t done) {
-    if (!on_) return;
-    const double t = seconds_since(t0_);
-    if (t < 0.5 || t - last_ < 0.2) return;
-    last_ = t;
-    std::fprintf(stderr, "\r%s: chunk %zu/%zu (%3.0f%%), %.1f s", what_.c_str(), done, total_,
-                 100.0 * static_cast<double>(done) / static_cast<double>(total_), t);
-    std::fflush(stderr);
-    shown_ = true;
-  }
-  ~progress_line() {
-    if (shown_) std::fprintf(stderr, "\r%s: %zu chunks, %.2f s%30s\n", what_.c_str(), total_, seconds_since(t0_), "");
-  }
+}  // namespace
 
- private:
-  bool on_;
-  std::string what_;
-  std::size_t total_;
-  clock_type::time_point t0_;
-  double last_ = 0;
-  bool shown_ = false;
-};
-
-/// Calls whose inputs failed are cancelled: their values fail with the same
-/// error and they are dropped from the stage.
 stage cancel_failed(const stage& s, const std::vector<call_node>& nodes) {
-  stage kept{{}, s.units, s.device_capable};
+  stage kept{{}, s.units, s.device_capable, s.contraction};
   for (int c : s.calls) {
     const call_node& n = nodes[static_cast<std::size_t>(c)];
     std::exception_ptr err;
@@ -234,6 +208,8 @@ stage cancel_failed(const stage& s, const std::vector<call_node>& nodes) {
   return kept;
 }
 
+namespace {
+
 std::string largest_unit(const stage_layout& L) {
   const stage_value* big = nullptr;
   for (const auto& v : L.values)
@@ -242,8 +218,35 @@ std::string largest_unit(const stage_layout& L) {
   return "; largest unit: " + big->v->label + ", " + std::to_string(big->v->shape.unit_bytes()) + " bytes";
 }
 
-/// A caller's object resized since the call was recorded would be read or
-/// written out of bounds: refuse the stage before any work.
+}  // namespace
+
+stage_report report_for(const stage& s, const std::vector<call_node>& nodes, const device& dev,
+                        const run_options& opt) {
+  stage_report rep;
+  for (int c : s.calls) rep.calls.push_back(nodes[static_cast<std::size_t>(c)].name);
+  rep.device = dev.name();
+  rep.placement_reason = opt.placement_reason;
+  rep.units = s.units;
+  return rep;
+}
+
+void add_device_records(stage_report& rep, device& dev, const run_options& opt) {
+  const std::vector<op_record> ops = dev.take_records();
+  for (const auto& o : ops) {
+    if (o.what == phase::h2d) rep.h2d_bytes += o.bytes;
+    if (o.what == phase::d2h) rep.d2h_bytes += o.bytes;
+    if (opt.trace) {
+      std::string track = o.what == phase::compute ? "stream " + std::to_string(o.stream)
+                                                    : std::string(to_string(o.what)) + " copy engine";
+      opt.trace->push_back({dev.name(), std::move(track), o.what == phase::compute ? o.label : to_string(o.what),
+                            o.begin, o.end, o.bytes});
+    }
+  }
+  rep.h2d_seconds += busy_seconds(ops, phase::h2d);
+  rep.compute_seconds += busy_seconds(ops, phase::compute);
+  rep.d2h_seconds += busy_seconds(ops, phase::d2h);
+}
+
 void check_caller_objects(const stage& s, const std::vector<call_node>& nodes) {
   for (int c : s.calls) {
     const call_node& n = nodes[static_cast<std::size_t>(c)];
@@ -261,6 +264,8 @@ void check_caller_objects(const stage& s, const std::vector<call_node>& nodes) {
     }
   }
 }
+
+namespace {
 
 /// Memory for undo logs, kept between stages: fresh memory costs a page fault
 /// per page on first touch, more than the copy itself. One block of at most
@@ -454,12 +459,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
                        const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
                        const run_options& opt) {
   const auto t0 = clock_type::now();
-  stage_report rep;
-  for (int c : s_in.calls) rep.calls.push_back(nodes[static_cast<std::size_t>(c)].name);
-  rep.device = dev.name();
-  rep.placement_reason = opt.placement_reason;
-  rep.units = s_in.units;
-
+  stage_report rep = report_for(s_in, nodes, dev, opt);
   const stage s = cancel_failed(s_in, nodes);
   if (s.calls.empty()) return rep;
   check_caller_objects(s, nodes);
@@ -682,21 +682,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
     rep.host_reruns = faulted.size();
   }
 
-  // What the device did.
-  const std::vector<op_record> ops = dev.take_records();
-  for (const auto& o : ops) {
-    if (o.what == phase::h2d) rep.h2d_bytes += o.bytes;
-    if (o.what == phase::d2h) rep.d2h_bytes += o.bytes;
-    if (opt.trace) {
-      std::string track = o.what == phase::compute ? "stream " + std::to_string(o.stream)
-                                                    : std::string(to_string(o.what)) + " copy engine";
-      opt.trace->push_back({dev.name(), std::move(track), o.what == phase::compute ? o.label : to_string(o.what),
-                            o.begin, o.end, o.bytes});
-    }
-  }
-  rep.h2d_seconds = busy_seconds(ops, phase::h2d);
-  rep.compute_seconds = busy_seconds(ops, phase::compute);
-  rep.d2h_seconds = busy_seconds(ops, phase::d2h);
+  add_device_records(rep, dev, opt);
   rep.chunk_units = plan.chunk_units;
   rep.chunks = nchunks;
   rep.streams = nslots;

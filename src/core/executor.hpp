@@ -29,6 +29,26 @@ stage_report run_stage(const stage& s, const std::vector<call_node>& nodes,
                        const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
                        const run_options& opt);
 
+/// Runs a contraction stage (one call, see oa/core/contraction.hpp) tile by
+/// tile on `dev`; on a device fault, again on `host`. Afterwards its result
+/// is ready or failed; a failure leaves the caller's C as it was.
+stage_report run_contraction(const stage& s, const std::vector<call_node>& nodes, device& dev, device& host,
+                             const run_options& opt);
+
+/// Calls whose inputs failed are cancelled: their values fail with the same
+/// error and they are dropped from the stage.
+stage cancel_failed(const stage& s, const std::vector<call_node>& nodes);
+/// A caller's object resized since the call was recorded would be read or
+/// written out of bounds: refuses the stage (oa::invalid_argument) before any work.
+void check_caller_objects(const stage& s, const std::vector<call_node>& nodes);
+
+/// A stage's report before it runs: its calls, device, placement and units.
+stage_report report_for(const stage& s, const std::vector<call_node>& nodes, const device& dev,
+                        const run_options& opt);
+/// Adds what `dev` recorded since the last take (bytes, busy times, and the
+/// trace when asked for) to a stage's report.
+void add_device_records(stage_report& rep, device& dev, const run_options& opt);
+
 /// Marks every value produced by the calls of `s` as failed with `e`.
 void fail_stage(const stage& s, const std::vector<call_node>& nodes, std::exception_ptr e);
 

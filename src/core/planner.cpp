@@ -34,7 +34,7 @@ std::vector<stage> form_stages(const std::vector<call_node>& nodes, const std::v
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (!live[i]) continue;
     const call_node& n = nodes[i];
-    const bool capable = static_cast<bool>(n.device_twin);
+    const bool capable = n.device_twin || n.contraction;
     // The earliest stage this call may join: after every stage producing
     // what it reads (a whole value it reads must be finished: strictly after),
     // and after every stage reading a version it updates in place.
@@ -48,14 +48,18 @@ std::vector<stage> form_stages(const std::vector<call_node>& nodes, const std::v
     for (const auto& v : n.scalars)
       if (auto it = produced_in.find(v.get()); it != produced_in.end()) earliest = std::max(earliest, it->second + 1);
     // Join the last matching stage at or after `earliest`, else open a new one.
+    // A contraction is a stage of its own.
+    const bool contraction = static_cast<bool>(n.contraction);
     int target = -1;
-    for (int s = static_cast<int>(stages.size()) - 1; s >= earliest; --s)
-      if (stages[static_cast<std::size_t>(s)].units == n.units && stages[static_cast<std::size_t>(s)].device_capable == capable) {
+    for (int s = static_cast<int>(stages.size()) - 1; s >= earliest && !contraction; --s) {
+      const stage& st = stages[static_cast<std::size_t>(s)];
+      if (!st.contraction && st.units == n.units && st.device_capable == capable) {
         target = s;
         break;
       }
+    }
     if (target < 0) {
-      stages.push_back({{}, n.units, capable});
+      stages.push_back({{}, n.units, capable, contraction});
       target = static_cast<int>(stages.size() - 1);
     }
     stages[static_cast<std::size_t>(target)].calls.push_back(static_cast<int>(i));

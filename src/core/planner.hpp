@@ -21,6 +21,7 @@ struct stage {
   std::vector<int> calls;  // node indices, program order
   std::size_t units = 0;
   bool device_capable = true;  // every call has a device function
+  bool contraction = false;    // one contraction call, run tile by tile
 };
 
 /// Groups live calls into stages, run in order. A call joins the latest stage

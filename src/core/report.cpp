@@ -105,6 +105,7 @@ nlohmann::json to_json(const stage_report& s) {
           {"compute_seconds", s.compute_seconds},
           {"d2h_seconds", s.d2h_seconds},
           {"seconds", s.seconds},
+          {"tiling", s.tiling.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.tiling)},
           {"error", s.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.error)}};
 }
 

@@ -291,6 +291,18 @@ void evaluate(graph& g) {
         for (int n : s.calls)
           if (!nodes[static_cast<std::size_t>(n)].device_twin) cpu_only = nodes[static_cast<std::size_t>(n)].name;
         opt.placement_reason = "'" + cpu_only + "' has no device function";
+      } else if (s.contraction) {
+        const contraction_desc& d = *nodes[static_cast<std::size_t>(s.calls.front())].contraction;
+        const std::size_t bytes = (d.m * d.k + d.k * d.n + d.m * d.n) * d.elem_bytes;
+        if (dev.kind() == device_kind::cuda && !d.device) {
+          where = &host;
+          opt.placement_reason = "'" + nodes[static_cast<std::size_t>(s.calls.front())].name + "' has no GPU entry";
+        } else if (bytes < c.host_threshold) {
+          where = &host;
+          opt.placement_reason = "small product: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD";
+        } else {
+          opt.placement_reason = "a product, tiled for the device's budget";
+        }
       } else {
         const stage_layout probe = layout_stage(s, nodes, placement_mode::staged, needed);
         const std::size_t bytes = s.units * probe.working_bytes_per_unit;
@@ -302,13 +314,18 @@ void evaluate(graph& g) {
         }
       }
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
-      stage_report rep = run_stage(s, nodes, needed, *where, host, opt);
+      stage_report rep = s.contraction ? run_contraction(s, nodes, *where, host, opt)
+                                       : run_stage(s, nodes, needed, *where, host, opt);
       if (!rep.device_fault.empty() && where != &host) {
         // The device broke during the stage (a CUDA fault is sticky): its
         // unfinished chunks ran on the host, and later stages stay there.
         st.device_failed = rep.device_fault;
-        std::fprintf(stderr, "%s; %zu chunks re-run on the host, which runs every later stage\n",
-                     rep.device_fault.c_str(), rep.host_reruns);
+        if (s.contraction)
+          std::fprintf(stderr, "%s; the product ran again on the host, which runs every later stage\n",
+                       rep.device_fault.c_str());
+        else
+          std::fprintf(stderr, "%s; %zu chunks re-run on the host, which runs every later stage\n",
+                       rep.device_fault.c_str(), rep.host_reruns);
       }
       st.log.add(std::move(rep));
     } catch (...) {

@@ -28,6 +28,7 @@
 #include <tuple>
 #include <type_traits>
 
+#include "oa/core/bind.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/graph.hpp"
 #include "oa/core/lazy.hpp"
@@ -744,7 +745,7 @@ class annotated {
                                                      !std::is_const_v<std::remove_reference_t<A>>>::value);
         const detail::value_ops* ops = &detail::partitioned_ops<Split, T>::table;
         // Forwarded as the caller passed it: a temporary is kept by the call.
-        detail::value_ptr v = bind_value<Split, T>(g, std::forward<A>(a), ops, fn, arg_name);
+        detail::value_ptr v = detail::bind_value<Split, T>(g, std::forward<A>(a), ops, fn, arg_name);
         if constexpr (split::has_state<Split, T>) {
           // Read once, when the call is recorded; a result has it from its call.
           if (!v->state) {
@@ -805,39 +806,6 @@ class annotated {
     }
   }
 
-  template <class Split, class T, class A>
-  static detail::value_ptr bind_value(detail::graph& g, A&& a, const detail::value_ops* ops, const char* fn,
-                                      const std::string& arg_name) {
-    const std::string label = arg_name + " of " + std::string(Name.view());
-    if constexpr (is_lazy_v<A>) {
-      OA_EXPECTS(a.valid(), fn, arg_name.c_str(), "empty lazy handle");
-      const detail::value_ptr& s = a.state();
-      // Produced in this graph under the same split: a graph edge. Produced
-      // under another split, or by another thread's graph: evaluate it first.
-      if (s->pending() && s->ops == ops && s->owner.lock().get() == &g) return s;
-      const T& obj = a.get();
-      if (s->user_storage) return g.bind_user_evaluated(const_cast<T*>(&obj), ops, Split::shape_of(obj), label);
-      auto v = std::make_shared<detail::value_state>();
-      v->label = s->label;
-      v->ops = ops;
-      v->shape = Split::shape_of(obj);
-      v->owned = s->owned;
-      v->object = s->object;
-      return v;
-    } else if constexpr (std::is_lvalue_reference_v<A>) {
-      return g.bind_user_evaluated(const_cast<T*>(&a), ops, Split::shape_of(a), label);
-    } else {
-      // A temporary: the call keeps it alive.
-      auto p = std::make_shared<T>(std::move(a));
-      auto v = std::make_shared<detail::value_state>();
-      v->label = label;
-      v->ops = ops;
-      v->shape = Split::shape_of(*p);
-      v->object = p.get();
-      v->owned = std::move(p);
-      return v;
-    }
-  }
 
   void check_units(const split::shape& s, std::size_t& units, split::shape& like, bool& have_like,
                    std::size_t& like_arg, std::size_t k, const char* fn, const std::string& arg_name) const {

@@ -161,6 +161,39 @@ class device {
   virtual double now() const = 0;
 };
 
+/// Device memory with one owner, given back to its device when destroyed or
+/// reset. Work queued on it must be finished by then: declare the buffer
+/// before whatever waits for that work.
+class device_buffer {
+ public:
+  device_buffer() = default;
+  /// Throws oa::device_out_of_memory past the device's budget.
+  device_buffer(device& d, std::size_t bytes)
+      : dev_(&d), bytes_(bytes), data_(static_cast<std::byte*>(d.allocate(bytes))) {}
+  device_buffer(device_buffer&& o) noexcept : dev_(o.dev_), bytes_(o.bytes_), data_(o.data_) { o.data_ = nullptr; }
+  device_buffer& operator=(device_buffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      dev_ = o.dev_, bytes_ = o.bytes_, data_ = o.data_;
+      o.data_ = nullptr;
+    }
+    return *this;
+  }
+  ~device_buffer() { reset(); }
+
+  void reset() noexcept {
+    if (data_) dev_->deallocate(data_, bytes_);
+    data_ = nullptr;
+  }
+  std::byte* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return data_ ? bytes_ : 0; }
+
+ private:
+  device* dev_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::byte* data_ = nullptr;
+};
+
 /// Settings for the emulated device.
 struct emulated_options {
   std::size_t memory_budget = std::size_t{256} << 20;

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "oa/core/contraction.hpp"
 #include "oa/core/device.hpp"
 #include "oa/split_types/split.hpp"
 
@@ -107,6 +108,10 @@ struct call_node {
   kernel_fn device_twin;            // host twin of the device function; empty: CPU only
   std::shared_ptr<const elementwise_desc> elementwise;  // for kernel generation; set with device_twin
   double cost_per_unit = 1.0;       // relative work per unit (annotation's estimate)
+  /// A contraction (a matrix product) rather than a chunked call: args are
+  /// A (in), B (in), an optional C read (in), and C written (out or mut).
+  /// It runs as a stage of its own, tile by tile.
+  std::shared_ptr<const contraction_desc> contraction;
 
   /// Values this node writes (outputs, new mut versions, reduction result).
   template <class F>

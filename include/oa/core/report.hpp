@@ -32,6 +32,7 @@ struct stage_report {
   double d2h_seconds = 0;
   double seconds = 0;               // wall time of the stage
   std::string error;                // first error of a call in the stage, if any
+  std::string tiling;               // contractions: the tile plan ("C tiles 2048x2048 (2x2), k steps of 512 (8), ...")
 };
 
 /// One track of a trace: a device stream or engine.

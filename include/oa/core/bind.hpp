@@ -1,0 +1,51 @@
+#pragma once
+// How a frontend binds an argument to a value of this thread's graph: a
+// lazy handle (an edge from its producer), a caller's object (by reference,
+// versioned), or a temporary (kept by the call).
+
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "oa/core/error.hpp"
+#include "oa/core/graph.hpp"
+#include "oa/core/lazy.hpp"
+
+namespace oa::detail {
+
+/// The value of argument `arg_name` of function `fn`, viewed through split
+/// type Split (whose shape_of gives its shape) and value operations `ops`.
+template <class Split, class T, class A>
+value_ptr bind_value(graph& g, A&& a, const value_ops* ops, const char* fn, const std::string& arg_name) {
+  const std::string label = arg_name + " of " + fn;
+  if constexpr (is_lazy_v<A>) {
+    OA_EXPECTS(a.valid(), fn, arg_name.c_str(), "empty lazy handle");
+    const value_ptr& s = a.state();
+    // Produced in this graph under the same split: a graph edge. Produced
+    // under another split, or by another thread's graph: evaluate it first.
+    if (s->pending() && s->ops == ops && s->owner.lock().get() == &g) return s;
+    const T& obj = a.get();
+    if (s->user_storage) return g.bind_user_evaluated(const_cast<T*>(&obj), ops, Split::shape_of(obj), label);
+    auto v = std::make_shared<value_state>();
+    v->label = s->label;
+    v->ops = ops;
+    v->shape = Split::shape_of(obj);
+    v->owned = s->owned;
+    v->object = s->object;
+    return v;
+  } else if constexpr (std::is_lvalue_reference_v<A>) {
+    return g.bind_user_evaluated(const_cast<T*>(&a), ops, Split::shape_of(a), label);
+  } else {
+    // A temporary: the call keeps it alive.
+    auto p = std::make_shared<T>(std::move(a));
+    auto v = std::make_shared<value_state>();
+    v->label = label;
+    v->ops = ops;
+    v->shape = Split::shape_of(*p);
+    v->object = p.get();
+    v->owned = std::move(p);
+    return v;
+  }
+}
+
+}  // namespace oa::detail

@@ -1,0 +1,47 @@
+// host_gemm: the widest build of Eigen's product the CPU runs. The library
+// is built without -march flags; the AVX2 and AVX-512 builds are their own
+// units, compiled with those ISAs and chosen here at run time.
+
+#include "host/gemm_kernels.hpp"
+#include "oa/linalg/kernels.hpp"
+
+namespace oa::linalg {
+
+namespace detail {
+namespace {
+
+const gemm_table& generic() {
+  static const gemm_table t{"generic", &eigen_gemm<double>, &eigen_gemm<float>};
+  return t;
+}
+
+const gemm_table& pick() {
+#if defined(OA_GEMM_ISA_DISPATCH)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return gemm_avx512();
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return gemm_avx2();
+#endif
+  return generic();
+}
+
+const gemm_table& chosen() {
+  static const gemm_table& t = pick();
+  return t;
+}
+
+}  // namespace
+}  // namespace detail
+
+void host_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, double alpha, const double* a,
+               std::size_t lda, const double* b, std::size_t ldb, double beta, double* c, std::size_t ldc) {
+  detail::chosen().d(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void host_gemm(bool ta, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha, const float* a,
+               std::size_t lda, const float* b, std::size_t ldb, float beta, float* c, std::size_t ldc) {
+  detail::chosen().s(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+const char* host_gemm_isa() noexcept { return detail::chosen().isa; }
+
+}  // namespace oa::linalg

@@ -1,0 +1,266 @@
+// Matrix products through the engine: tile plans under a budget, results
+// against Eigen on every device for every storage order, transpose and
+// beta, and what happens when the device fails.
+
+#include <doctest/doctest.h>
+
+#include <Eigen/Core>
+#include <oa/linalg/gemm.hpp>
+#include <atomic>
+#include <random>
+
+#include "core/tiling.hpp"
+#include "support.hpp"
+
+namespace {
+
+using oa::detail::held_panel;
+using oa::detail::plan_tiles;
+using oa::detail::tile_plan;
+using oa::detail::tiling_problem;
+using oa::linalg::op;
+using oa_test::config_scope;
+using oa_test::contains;
+
+template <class M>
+M random_matrix(Eigen::Index r, Eigen::Index c, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> d(-1.0, 1.0);
+  M m(r, c);
+  for (Eigen::Index j = 0; j < c; ++j)
+    for (Eigen::Index i = 0; i < r; ++i) m(i, j) = static_cast<typename M::Scalar>(d(g));
+  return m;
+}
+
+template <class M>
+double max_rel(const M& got, const M& ref) {
+  // Relative to the largest entry: entries near zero come from cancellation.
+  const double scale = std::max(1.0, static_cast<double>(ref.cwiseAbs().maxCoeff()));
+  return static_cast<double>((got - ref).cwiseAbs().maxCoeff()) / scale;
+}
+
+using MatrixXdR = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatrixXfR = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+
+template <class S>
+double tolerance() {
+  return std::is_same_v<S, double> ? 1e-12 : 1e-5;
+}
+
+}  // namespace
+
+TEST_CASE("tile plans stay in the budget and near the I/O lower bound") {
+  for (std::size_t eb : {std::size_t{8}, std::size_t{4}}) {
+    const std::size_t n = 4096;
+    const std::size_t operands = 3 * n * n * eb;
+    for (std::size_t times : {4, 16}) {
+      tiling_problem p{n, n, n, eb, false, operands / times, 256};
+      const tile_plan t = plan_tiles(p);
+      CAPTURE(eb);
+      CAPTURE(times);
+      CAPTURE(t.describe());
+      CHECK(t.device_bytes <= p.budget);
+      CHECK(t.kt >= 256);
+      const double lb = oa::detail::io_lower_bound_bytes(n, eb, p.budget);
+      CHECK(static_cast<double>(t.bytes_moved) <= 2.0 * lb);
+      CHECK(t.bytes_moved == oa::detail::tile_plan_traffic(p, t.mt, t.nt, t.hold));
+    }
+  }
+}
+
+TEST_CASE("a panel is held when it saves bytes: a tall product") {
+  // A is 8192 x 512: its row panels are cheap to hold, B is read once per row panel otherwise.
+  tiling_problem p{8192, 512, 512, 8, false, std::size_t{12} << 20, 256};
+  const tile_plan t = plan_tiles(p);
+  CAPTURE(t.describe());
+  CHECK(t.device_bytes <= p.budget);
+  // Everything moves once: A, B and C.
+  CHECK(t.bytes_moved == (8192 * 512 + 512 * 512 + 8192 * 512) * 8);
+}
+
+TEST_CASE("a budget too small for the smallest tiles names the budget that would do") {
+  tiling_problem p{100, 100, 100, 8, true, 1000, 256};
+  const std::string msg = oa_test::message_of([&] { plan_tiles(p); });
+  CHECK(contains(msg, "1280 bytes"));
+  CHECK(contains(msg, "OA_DEVICE_MEMORY"));
+  CHECK_THROWS_AS(plan_tiles(p), oa::plan_error);
+}
+
+TEST_CASE_TEMPLATE("products match Eigen on every device, order, transpose and beta", M, Eigen::MatrixXd,
+                   Eigen::MatrixXf, MatrixXdR, MatrixXfR) {
+  using S = typename M::Scalar;
+  const Eigen::Index m = 150, n = 130, k = 170;
+  // Budgets: the host; the emulated device with room for a few tiles; and
+  // with room for thin ones only.
+  const std::size_t small = 3 * 64 * 64 * sizeof(S) + 4 * 64 * 64 * sizeof(S);
+  const std::vector<oa::config> configs{oa_test::host_config(), oa_test::emulated_config(std::size_t{1} << 20),
+                                        oa_test::emulated_config(small)};
+  std::uint64_t seed = 1;
+  for (const auto& cfg : configs) {
+    config_scope scope(cfg);
+    for (op oa_ : {op::none, op::transpose})
+      for (op ob : {op::none, op::transpose})
+        for (S beta : {S(0), S(0.5)}) {
+          CAPTURE(cfg.device);
+          CAPTURE(cfg.device_memory);
+          CAPTURE(int(oa_));
+          CAPTURE(int(ob));
+          CAPTURE(beta);
+          const M A = oa_ == op::none ? random_matrix<M>(m, k, seed++) : random_matrix<M>(k, m, seed++);
+          const M B = ob == op::none ? random_matrix<M>(k, n, seed++) : random_matrix<M>(n, k, seed++);
+          const M C0 = random_matrix<M>(m, n, seed++);
+          const S alpha = S(1.5);
+          M ref = beta * C0;
+          ref.noalias() += alpha * (oa_ == op::none ? M(A) : M(A.transpose())) * (ob == op::none ? M(B) : M(B.transpose()));
+
+          M C = C0;
+          oa::linalg::gemm(alpha, A, B, beta, C, oa_, ob);  // in place
+          CHECK(bool(C == C0));  // nothing yet: lazy
+          oa::evaluate();
+          CHECK(max_rel(C, ref) <= tolerance<S>());
+
+          // A new matrix from a lazy C, which stays as it was.
+          oa::lazy<M> c_lazy = oa::hold(C0);
+          oa::lazy<M> R = oa::linalg::gemm(alpha, A, B, beta, c_lazy, oa_, ob);
+          CHECK(max_rel(R.get(), ref) <= tolerance<S>());
+          CHECK(bool(c_lazy.get() == C0));
+        }
+    if (cfg.device == "emulated") {
+      const oa::stage_report t = oa_test::run_total();
+      CHECK(t.peak_device_bytes <= cfg.device_memory);
+      CHECK(t.h2d_bytes > 0);
+    }
+  }
+}
+
+TEST_CASE("a product of products chains through lazy values, and its tiles are reported") {
+  config_scope scope(oa_test::emulated_config(std::size_t{256} << 10));
+  const Eigen::MatrixXd A = random_matrix<Eigen::MatrixXd>(120, 90, 7), B = random_matrix<Eigen::MatrixXd>(90, 110, 8),
+                        D = random_matrix<Eigen::MatrixXd>(110, 60, 9);
+  oa::lazy<Eigen::MatrixXd> AB = oa::linalg::product(A, B);
+  oa::lazy<Eigen::MatrixXd> ABD = oa::linalg::product(AB, D);
+  const Eigen::MatrixXd ref = (A * B) * D;
+  CHECK(max_rel(ABD.get(), ref) <= 1e-12);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 2);
+  for (const auto& r : reps) {
+    CHECK(r.calls == std::vector<std::string>{"oa::linalg::product"});
+    CHECK(contains(r.tiling, "C tiles"));
+    CHECK(r.peak_device_bytes <= std::size_t{256} << 10);
+  }
+}
+
+TEST_CASE("mismatched shapes are refused naming the function and the argument") {
+  const Eigen::MatrixXd A(4, 5), B(6, 3);
+  Eigen::MatrixXd C(4, 3);
+  std::string msg = oa_test::message_of([&] { oa::linalg::gemm(1.0, A, B, 0.0, C); });
+  CHECK(contains(msg, "oa::linalg::gemm"));
+  CHECK(contains(msg, "B"));
+  CHECK(contains(msg, "inner dimensions"));
+  const Eigen::MatrixXd B2(5, 3);
+  Eigen::MatrixXd C2(4, 4);
+  msg = oa_test::message_of([&] { oa::linalg::gemm(1.0, A, B2, 0.0, C2); });
+  CHECK(contains(msg, "C"));
+  CHECK(contains(msg, "4x4"));
+  CHECK_THROWS_AS(oa::linalg::product(A, B), oa::invalid_argument);
+}
+
+TEST_CASE("empty and degenerate products") {
+  config_scope scope(oa_test::emulated_config(std::size_t{1} << 20));
+  const Eigen::MatrixXd A(3, 0), B(0, 4);
+  Eigen::MatrixXd C = Eigen::MatrixXd::Constant(3, 4, 2.0);
+  oa::linalg::gemm(1.0, A, B, 0.5, C);  // k = 0: C = beta C
+  oa::evaluate();
+  CHECK(bool(C == Eigen::MatrixXd::Constant(3, 4, 1.0)));
+  const Eigen::MatrixXd E(0, 5), F(5, 2);
+  CHECK(oa::linalg::product(E, F).get().size() == 0);
+}
+
+namespace {
+/// Records C = A B in place like oa::linalg::gemm, with a step that throws on
+/// its `fail_at`-th call (as a cuBLAS error would).
+void record_failing_product(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B, Eigen::MatrixXd& C, int fail_at) {
+  namespace d = oa::detail;
+  auto g = d::current_graph();
+  std::lock_guard lock(g->mutex());
+  const auto* ops = oa::linalg::detail::ops<Eigen::MatrixXd>();
+  d::call_node node;
+  node.name = "failing product";
+  node.units = static_cast<std::size_t>(C.cols());
+  node.args.push_back({d::arg_role::in, d::bind_value<oa::split::cols, Eigen::MatrixXd>(*g, A, ops, "p", "A"), nullptr});
+  node.args.push_back({d::arg_role::in, d::bind_value<oa::split::cols, Eigen::MatrixXd>(*g, B, ops, "p", "B"), nullptr});
+  auto vc = d::bind_value<oa::split::cols, Eigen::MatrixXd>(*g, C, ops, "p", "C");
+  auto nv = std::make_shared<d::value_state>();
+  nv->label = "C of failing product";
+  nv->ops = ops;
+  nv->shape = vc->shape;
+  nv->object = vc->object;
+  nv->user_storage = true;
+  nv->status = d::value_status::pending;
+  nv->owner = g->weak_from_this();
+  g->set_user_version(vc->object, nv);
+  node.args.push_back({d::arg_role::mut, vc, nv});
+  auto desc = std::make_shared<d::contraction_desc>();
+  desc->m = static_cast<std::size_t>(A.rows()), desc->n = static_cast<std::size_t>(B.cols());
+  desc->k = static_cast<std::size_t>(A.cols());
+  desc->reads_c = true;
+  desc->elem_bytes = 8;
+  desc->storage = {&oa::linalg::detail::storage<Eigen::MatrixXd>, &oa::linalg::detail::storage<Eigen::MatrixXd>,
+                   &oa::linalg::detail::storage<Eigen::MatrixXd>};
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  desc->cpu = [inner = oa::linalg::detail::cpu_step<double>(1.0, 1.0, false, false), calls, fail_at](
+                  const oa::matrix_block& a, const oa::matrix_block& b, const oa::matrix_block& c, bool first,
+                  const oa::stream_view& v) {
+    if (++*calls == fail_at) throw std::runtime_error("step " + std::to_string(fail_at) + " failed");
+    inner(a, b, c, first, v);
+  };
+  node.contraction = std::move(desc);
+  nv->producer = g->add(std::move(node));
+}
+}  // namespace
+
+TEST_CASE("a failing step leaves the caller's C as it was, and the error reaches the caller") {
+  for (const auto& cfg : {oa_test::host_config(), oa_test::emulated_config(std::size_t{256} << 10)}) {
+    CAPTURE(cfg.device);
+    config_scope scope(cfg);
+    const Eigen::MatrixXd A = random_matrix<Eigen::MatrixXd>(200, 200, 1), B = random_matrix<Eigen::MatrixXd>(200, 200, 2);
+    const Eigen::MatrixXd C0 = random_matrix<Eigen::MatrixXd>(200, 200, 3);
+    Eigen::MatrixXd C = C0;
+    record_failing_product(A, B, C, 2);
+    const std::string msg = oa_test::message_of([] { oa::evaluate(); });
+    CHECK(contains(msg, "step 2 failed"));
+    CHECK(bool(C == C0));
+    CHECK(oa::reports().back().rollback_bytes == 200 * 200 * 8);
+    CHECK(contains(oa::reports().back().error, "step 2 failed"));
+  }
+}
+
+TEST_CASE("a device fault in one step: the product is done again on the host") {
+  oa::config c = oa_test::emulated_config(std::size_t{256} << 10);
+  c.fail_launch = 3;
+  config_scope scope(c);
+  const Eigen::MatrixXd A = random_matrix<Eigen::MatrixXd>(200, 200, 1), B = random_matrix<Eigen::MatrixXd>(200, 200, 2);
+  const Eigen::MatrixXd C0 = random_matrix<Eigen::MatrixXd>(200, 200, 3);
+  Eigen::MatrixXd C = C0;
+  const Eigen::MatrixXd ref = A * B + C0;
+  oa::linalg::gemm(1.0, A, B, 1.0, C);
+  oa::evaluate();
+  CHECK(max_rel(C, ref) <= 1e-12);
+  CHECK(oa::reports().back().host_reruns > 0);
+}
+
+TEST_CASE("a device lost during a product: the product is done on the host") {
+  oa::config c = oa_test::emulated_config(std::size_t{256} << 10);
+  c.fail_launch = 2;
+  c.fail_sticky = true;
+  config_scope scope(c);
+  const Eigen::MatrixXf A = random_matrix<Eigen::MatrixXf>(150, 170, 4), B = random_matrix<Eigen::MatrixXf>(170, 160, 5);
+  Eigen::MatrixXf C = random_matrix<Eigen::MatrixXf>(150, 160, 6);
+  const Eigen::MatrixXf ref = (2.0f * A * B + C).eval();
+  oa::linalg::gemm(2.0f, A, B, 1.0f, C);
+  oa::evaluate();
+  CHECK(max_rel(C, ref) <= 1e-5);
+  const auto r = oa::reports().back();
+  CHECK(!r.device_fault.empty());
+  CHECK(r.host_reruns > 0);
+}
