@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "bench_data.hpp"
+#include "bench_json.hpp"
+#include "gemm_bench.hpp"
 #include "bench_table.hpp"
 #include "workloads.hpp"
 
@@ -37,6 +39,8 @@ namespace {
 
 using oa_bench::format;
 using oa_bench::format_bytes;
+using oa_bench::hostname;
+using oa_bench::json_sink;
 using oa_bench::workload_spec;
 using array = Eigen::ArrayXd;
 using lazy_array = oa::lazy<array>;
@@ -290,27 +294,6 @@ std::optional<std::string> whole_chunking_failure(const std::vector<oa::stage_re
   return std::nullopt;
 }
 
-std::string hostname() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
-/// Appends one JSON object per line to --json's file.
-class json_sink {
- public:
-  explicit json_sink(const std::string& path) : path_(path), out_(path, std::ios::app) {
-    if (!out_) throw std::runtime_error("--json: cannot open '" + path + "' for appending");
-  }
-  void write(const nlohmann::json& j) {
-    out_ << j.dump() << '\n' << std::flush;
-    if (!out_) throw std::runtime_error("--json: cannot write '" + path_ + "'");
-  }
-
- private:
-  std::string path_;
-  std::ofstream out_;
-};
 
 std::optional<double> overlap_efficiency(const mode_result& r) {
   if (!is_oa_mode(r.mode) || r.failure || r.seconds <= 0) return std::nullopt;
@@ -625,7 +608,12 @@ int main(int argc, char** argv) {
       "side.",
       "oa-bench"};
   app.add_option("--workload", opt.workload, "workload to run")
-      ->check(CLI::IsMember({"blackscholes", "haversine", "crime"}));
+      ->check(CLI::IsMember({"blackscholes", "haversine", "crime", "gemm"}));
+  oa_bench::gemm_options gemm;
+  app.add_option("--n", gemm.n, "gemm: the matrices are n x n (A, B and C)")->check(CLI::PositiveNumber);
+  app.add_option("--type", gemm.type, "gemm: the element type")
+      ->check(CLI::IsMember({"double", "float"}))
+      ->capture_default_str();
   app.add_option("--elements", opt.elements,
                  "elements per array: 16777216, 2^24, 16Mi (binary) or 16M (decimal)")
       ->transform(count_validator());
@@ -640,9 +628,11 @@ int main(int argc, char** argv) {
          "--mode", opt.modes,
          "comma-separated modes, run side by side in the order cpu, sequential, whole, oa: cpu (plain Eigen), "
          "oa (pipelined), sequential (same chunks, one stream, no overlap), whole (all at once: the budget "
-         "raised to hold all the data, one chunk copied in, computed, copied out)")
+         "raised to hold all the data, one chunk copied in, computed, copied out). gemm: cpu (Eigen, one "
+         "thread), cpu-openmp (Eigen, every core), sequential, oa, and on a GPU cublas (in core, the product "
+         "alone: the ceiling) and cublasxt (default: every one this machine runs)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"oa", "cpu", "sequential", "whole"}))
+      ->check(CLI::IsMember({"oa", "cpu", "sequential", "whole", "cpu-openmp", "cublas", "cublasxt"}))
       ->capture_default_str();
   app.add_option("--streams", opt.streams,
                  "streams of mode oa, 1-64; 0 = the device's default (whole uses 1); overrides OA_STREAMS "
@@ -676,8 +666,16 @@ int main(int argc, char** argv) {
       "codes for options it cannot read.");
   CLI11_PARSE(app, argc, argv);
 
-  if (!opt.demo && (opt.workload.empty() || opt.elements == 0))
+  const bool is_gemm = opt.workload == "gemm";
+  if (is_gemm && gemm.n == 0) return app.exit(CLI::RequiredError("--n (the gemm workload's matrix size)"));
+  if (!opt.demo && !is_gemm && (opt.workload.empty() || opt.elements == 0))
     return app.exit(CLI::RequiredError("--workload and --elements (or --demo)"));
+  const std::vector<std::string>& valid = is_gemm ? oa_bench::gemm_modes() : all_modes();
+  if (app.count("--mode") > 0)
+    for (const auto& m : opt.modes)
+      if (std::find(valid.begin(), valid.end(), m) == valid.end())
+        return app.exit(CLI::ValidationError("--mode", "'" + m + "' is not a mode of workload " +
+                                                           (opt.workload.empty() ? "--demo" : opt.workload)));
 
   try {
     // The configuration's values are the defaults; options given win, and
@@ -700,6 +698,18 @@ int main(int argc, char** argv) {
 
     std::optional<json_sink> sink;
     if (!opt.json.empty()) sink.emplace(opt.json);
+    if (is_gemm) {
+      gemm.device = opt.device;
+      gemm.device_memory = opt.device_memory;
+      gemm.streams = opt.streams;
+      gemm.link_gbps = opt.link_gbps;
+      gemm.seed = opt.seed;
+      gemm.verify = opt.verify;
+      gemm.repeat = opt.repeat;
+      gemm.origin = opt.origin;
+      if (app.count("--mode") > 0) gemm.modes = opt.modes;
+      return oa_bench::run_gemm(gemm, sink ? &*sink : nullptr) ? 0 : 1;
+    }
     const bool ok =
         opt.demo ? run_demo(opt, sink ? &*sink : nullptr) : run_benchmark(opt, sink ? &*sink : nullptr);
     return ok ? 0 : 1;

@@ -127,7 +127,7 @@ std::exception_ptr run_in_host_memory(const call_node& n, const operands& o, dev
                                       stage_report& rep) {
   const contraction_desc& d = *n.contraction;
   if (d.reads_c && o.c_in.data != o.c_out.data) copy_region(o.c_out.as_region(), o.c_in.as_region());
-  const int streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
+  const int streams = opt.sequential ? 1 : opt.streams > 0 ? opt.streams : dev.preferred_streams();
   // Parts along C's longer side: each is a large product, as Eigen likes.
   const bool by_cols = d.n >= d.m;
   const auto parts = split::even_chunks(by_cols ? d.n : d.m, static_cast<std::size_t>(std::max(streams, 1)));
@@ -206,7 +206,10 @@ std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev,
   std::vector<event> c_free(tiles.size());            // tile t written back: its C buffer is free
   std::vector<event> a_last(KS), b_last(KS);          // held panels: the latest step reading piece kk
   stream_set ss(dev);
-  const stream_id in = ss.add(), run = ss.add(), out = ss.add();
+  // Sequential: one stream, so nothing overlaps (the baseline of the pipeline).
+  const stream_id in = ss.add();
+  const stream_id run = opt.sequential ? in : ss.add();
+  const stream_id out = opt.sequential ? in : ss.add();
 
   progress_line progress(opt.progress, "oa: " + what, done.size(), "tile step");
   std::exception_ptr first;
@@ -271,7 +274,8 @@ std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev,
   }
   if (std::exception_ptr e = ss.drain(); e && !first) first = e;
   rep.chunks = tiles.size();
-  rep.streams = 3;
+  rep.streams = opt.sequential ? 1 : 3;
+  rep.sequential = opt.sequential;
   return first;
 }
 

@@ -48,6 +48,7 @@ void accumulate(stage_report& t, const stage_report& s, bool with_calls) {
   t.seconds += s.seconds;
   if (t.error.empty()) t.error = s.error;
   if (t.device_fault.empty()) t.device_fault = s.device_fault;
+  if (!s.tiling.empty()) t.tiling += (t.tiling.empty() ? "" : "; ") + s.tiling;
 }
 
 stage_report total(const std::vector<stage_report>& stages) {

@@ -1,9 +1,14 @@
 // host_gemm: the widest build of Eigen's product the CPU runs. The library
 // is built without -march flags; the AVX2 and AVX-512 builds are their own
-// units, compiled with those ISAs and chosen here at run time.
+// units, compiled with those ISAs and chosen here at run time
+// (OA_HOST_GEMM=generic|avx2|avx512 asks for one, where the CPU has it).
 
 #include "host/gemm_kernels.hpp"
+#include "host/gemm_table.hpp"
 #include "oa/linalg/kernels.hpp"
+
+#include <cstdlib>
+#include <string_view>
 
 namespace oa::linalg {
 
@@ -11,15 +16,20 @@ namespace detail {
 namespace {
 
 const gemm_table& generic() {
-  static const gemm_table t{"generic", &eigen_gemm<double>, &eigen_gemm<float>};
+  static const gemm_table t{"generic", &generic::eigen_gemm<double>, &generic::eigen_gemm<float>};
   return t;
 }
 
 const gemm_table& pick() {
 #if defined(OA_GEMM_ISA_DISPATCH)
+  const char* env = std::getenv("OA_HOST_GEMM");
+  const std::string_view want = env && *env ? env : "auto";
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f")) return gemm_avx512();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return gemm_avx2();
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (want == "generic") return generic();
+  if ((want == "auto" || want == "avx512") && avx512) return gemm_avx512();
+  if (avx2) return gemm_avx2();
 #endif
   return generic();
 }
