@@ -264,3 +264,80 @@ TEST_CASE("a device lost during a product: the product is done on the host") {
   CHECK(!r.device_fault.empty());
   CHECK(r.host_reruns > 0);
 }
+
+namespace {
+// Element-wise work on a matrix's columns: with a device function, and without.
+inline constexpr auto scale_cols = oa::annotate<"test::scale_cols">(
+    oa::cpu([](const auto& a, const double& s, auto& out) { out = a * s; }),
+    oa::args(oa::in<oa::split::cols>, oa::scalar<double>, oa::out<oa::split::cols, Eigen::MatrixXd>),
+    oa::device_fn(oa::elementwise(oa::ops::mul{})));
+inline constexpr auto scale_cols_cpu_only = oa::annotate<"test::scale_cols_cpu_only">(
+    oa::cpu([](const auto& a, const double& s, auto& out) { out = a * s; }),
+    oa::args(oa::in<oa::split::cols>, oa::scalar<double>, oa::out<oa::split::cols, Eigen::MatrixXd>));
+
+struct product_then_scale {
+  Eigen::MatrixXd A = random_matrix<Eigen::MatrixXd>(256, 192, 11), B = random_matrix<Eigen::MatrixXd>(192, 160, 12);
+  Eigen::MatrixXd ref = 3.0 * (A * B);
+  std::size_t c_bytes = 256 * 160 * sizeof(double);
+};
+}  // namespace
+
+TEST_CASE("a product's result read by element-wise work on the device stays there") {
+  config_scope scope(oa_test::emulated_config(std::size_t{2} << 20));
+  product_then_scale t;
+  SUBCASE("the product is a temporary: it never crosses the link") {
+    oa::lazy<Eigen::MatrixXd> R = scale_cols(oa::linalg::product(t.A, t.B), 3.0);
+    CHECK(max_rel(R.get(), t.ref) <= 1e-12);
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 2);
+    CHECK(reps[0].resident_bytes == t.c_bytes);
+    CHECK(reps[0].d2h_bytes == 0);                    // not written back: nobody needs it on the host
+    CHECK(reps[1].resident_bytes_saved == t.c_bytes);  // read where it was computed
+    CHECK(reps[1].h2d_bytes == 0);                     // nothing else to copy in
+    CHECK(reps[1].d2h_bytes == t.c_bytes);             // the scaled result comes back
+    CHECK(reps[1].peak_device_bytes <= std::size_t{2} << 20);
+  }
+  SUBCASE("the product is held too: it comes back once, and is not copied in again") {
+    oa::lazy<Eigen::MatrixXd> P = oa::linalg::product(t.A, t.B);
+    oa::lazy<Eigen::MatrixXd> R = scale_cols(P, 3.0);
+    CHECK(max_rel(R.get(), t.ref) <= 1e-12);
+    CHECK(max_rel(P.get(), Eigen::MatrixXd(t.A * t.B)) <= 1e-12);
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 2);
+    CHECK(reps[0].d2h_bytes == t.c_bytes);
+    CHECK(reps[1].resident_bytes_saved == t.c_bytes);
+    CHECK(reps[1].h2d_bytes == 0);
+  }
+  SUBCASE("a reader on the host gets the value written back first") {
+    oa::lazy<Eigen::MatrixXd> R = scale_cols_cpu_only(oa::linalg::product(t.A, t.B), 3.0);
+    CHECK(max_rel(R.get(), t.ref) <= 1e-12);
+    CHECK(oa::reports().back().device == "host");
+  }
+}
+
+TEST_CASE("a device fault while reading a resident product") {
+  product_then_scale t;
+  {
+    // With this budget the product is one tile in one step: launch #1; the
+    // scaling's first chunk is launch #2.
+    config_scope scope(oa_test::emulated_config(std::size_t{2} << 20));
+    (void)scale_cols(oa::linalg::product(t.A, t.B), 3.0).get();
+    REQUIRE(contains(oa::reports().front().tiling, "(1x1), k steps of 192 (1)"));
+  }
+  oa::config c = oa_test::emulated_config(std::size_t{2} << 20);
+  c.fail_launch = 2;
+  SUBCASE("the device survives: the value is written back, the chunk re-runs on the host") {
+    config_scope scope(c);
+    oa::lazy<Eigen::MatrixXd> R = scale_cols(oa::linalg::product(t.A, t.B), 3.0);
+    CHECK(max_rel(R.get(), t.ref) <= 1e-12);
+    CHECK(oa::reports().back().host_reruns > 0);
+  }
+  SUBCASE("the device is lost with the only copy: the error says so and reaches the caller") {
+    c.fail_sticky = true;
+    config_scope scope(c);
+    oa::lazy<Eigen::MatrixXd> R = scale_cols(oa::linalg::product(t.A, t.B), 3.0);
+    const std::string msg = oa_test::message_of([&] { (void)R.get(); });
+    CHECK(contains(msg, "result of oa::linalg::product was kept only in the memory of emulated"));
+    CHECK_THROWS_AS((void)R.get(), oa::device_fault);
+  }
+}

@@ -157,12 +157,29 @@ std::exception_ptr run_in_host_memory(const call_node& n, const operands& o, dev
 /// The tiled pipeline on a device with its own memory. Returns the first
 /// error; on return the device has finished everything it was given.
 std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev, const run_options& opt,
-                             stage_report& rep, const std::string& what) {
+                             stage_report& rep, const std::string& what, device_buffer& kept) {
   const contraction_desc& d = *n.contraction;
   const std::size_t eb = d.elem_bytes;
-  tiling_problem prob{d.m, d.n, d.k, eb, d.reads_c, dev.memory_budget(), dev.allocation_granularity()};
+  const std::size_t reserved = opt.resident ? opt.resident->bytes() : 0;
+  tiling_problem prob{d.m, d.n, d.k, eb, d.reads_c, dev.memory_budget() - std::min(reserved, dev.memory_budget()),
+                      dev.allocation_granularity()};
   if (opt.chunk_bytes) prob.budget = std::min(prob.budget, opt.chunk_bytes);
-  const tile_plan plan = plan_tiles(prob);
+  // A result a later stage reads here is computed in place in a copy of C
+  // that stays on the device, when C and the tiles fit.
+  std::optional<tile_plan> resident_plan;
+  const std::size_t c_bytes = residency::span(o.c_out.as_region());
+  if (opt.keep_result && opt.resident && n.args.back().role == arg_role::out && c_bytes < prob.budget) {
+    tiling_problem rp = prob;
+    rp.budget -= c_bytes + dev.allocation_granularity();
+    rp.c_resident = true;
+    rp.c_written = opt.result_on_host;
+    try {
+      resident_plan = plan_tiles(rp);
+    } catch (const plan_error&) {
+    }
+  }
+  const bool resident = resident_plan.has_value();
+  const tile_plan plan = resident ? *resident_plan : plan_tiles(prob);
   rep.tiling = plan.describe();
   const bool on_gpu = dev.kind() == device_kind::cuda;
   const contraction_desc::step_fn& step = on_gpu ? d.device : d.cpu;
@@ -192,6 +209,7 @@ std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev,
   if (d.reads_c) pins.add(o.c_in);
   pins.add(o.c_out);
   const auto alloc = [&](std::size_t bytes) { return device_buffer(dev, std::max<std::size_t>(bytes, 1)); };
+  device_buffer whole_c = resident ? alloc(c_bytes) : device_buffer();
   std::vector<device_buffer> cbuf, abuf, bbuf;
   for (int i = 0; i < plan.c_buffers; ++i) cbuf.push_back(alloc(plan.mt * plan.nt * eb));
   if (plan.hold == held_panel::a_rows)
@@ -218,8 +236,13 @@ std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev,
     for (std::size_t t = 0; t < tiles.size(); ++t) {
       const tile& tl = tiles[t];
       const matrix_block c_host = o.c_out.sub(tl.i0, tl.j0, tl.mi, tl.nj);
-      const matrix_block c_dev = c_host.packed_at(cbuf[t % cbuf.size()].data());
-      const event* c_reuse = t >= cbuf.size() ? &c_free[t - cbuf.size()] : nullptr;
+      // C's tile: in place in the resident copy (host layout), or packed in a tile buffer.
+      matrix_block c_dev = c_host;
+      if (resident)
+        c_dev.data = whole_c.data() + (c_host.data - o.c_out.data);
+      else
+        c_dev = c_host.packed_at(cbuf[t % cbuf.size()].data());
+      const event* c_reuse = !resident && t >= cbuf.size() ? &c_free[t - cbuf.size()] : nullptr;
       for (std::size_t kk = 0; kk < KS; ++kk, ++s) {
         const std::size_t k0 = kk * plan.kt, kl = std::min(plan.kt, d.k - k0);
         // A's piece: its slot in the held row panel, loaded with the line's
@@ -265,14 +288,20 @@ std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev,
         if (plan.hold == held_panel::b_cols) b_last[kk] = done[s];
         progress.update(s + 1);
       }
-      dev.wait_event(out, done[s - 1]);
-      dev.copy_to_host_async(c_host.as_region(), c_dev.as_region(), out);
-      c_free[t] = dev.record_event(out);
+      if (!resident || opt.result_on_host) {
+        dev.wait_event(out, done[s - 1]);
+        dev.copy_to_host_async(c_host.as_region(), c_dev.as_region(), out);
+        c_free[t] = dev.record_event(out);
+      }
     }
   } catch (...) {
     first = std::current_exception();
   }
   if (std::exception_ptr e = ss.drain(); e && !first) first = e;
+  if (resident && !first) {
+    kept = std::move(whole_c);
+    rep.resident_bytes = c_bytes;
+  }
   rep.chunks = tiles.size();
   rep.streams = opt.sequential ? 1 : 3;
   rep.sequential = opt.sequential;
@@ -313,8 +342,9 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
   (void)dev.take_records();
   dev.reset_peak();
   const bool degenerate = d.m == 0 || d.n == 0 || d.k == 0;
+  device_buffer kept;  // the result's resident copy, when one is kept
   std::exception_ptr err = dev.host_accessible() || degenerate ? run_in_host_memory(n, o, dev, opt, rep)
-                                                               : run_tiled(n, o, dev, opt, rep, what);
+                                                               : run_tiled(n, o, dev, opt, rep, what, kept);
   rep.peak_device_bytes = dev.peak_bytes();
   add_device_records(rep, dev, opt);
   rep.device_chunks = rep.chunks;
@@ -336,6 +366,8 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
     rep.error = message_of(err);
     fail_stage(s, nodes, err);
   } else {
+    if (kept.data())
+      opt.resident->add(n.args.back().value, std::move(kept), residency::whole_region(*o.out), opt.result_on_host);
     n.for_each_output([](const value_ptr& v) { v->status = value_status::ready; });
   }
   rep.seconds = seconds_since(t0);

@@ -499,11 +499,27 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
       v.v->owned = v.v->ops->make(v.v->shape, v.v->state.get(), v.v->object);
   for (value_state* r : L.reductions) r->owned = r->ops->make(r->shape, r->state.get(), r->object);
 
+  // Inputs with a copy on this device are read there instead of copied in
+  // (staged stages; the runtime writes back what other stages read), unless
+  // a call of the stage updates them in place. Resident bytes are taken out
+  // of the budget.
+  std::vector<residency::entry*> resident_in(L.values.size(), nullptr);
+  if (opt.resident && !in_place && !fused) {
+    std::unordered_set<const value_state*> updated;
+    for (int c : s.calls)
+      for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
+        if (a.role == arg_role::mut) updated.insert(a.value.get());
+    for (std::size_t k = 0; k < L.values.size(); ++k)
+      if (L.values[k].cls == value_class::input && L.values[k].buffer >= 0 && !updated.count(L.values[k].v))
+        resident_in[k] = opt.resident->find(L.values[k].v);
+  }
+  const std::size_t reserved = opt.resident ? std::min(opt.resident->bytes(), dev.memory_budget()) : 0;
+
   const std::size_t bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
   const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
   slot_memory slot_mem{in_place ? std::vector<std::size_t>{L.working_bytes_per_unit} : L.buffer_unit_bytes,
                        in_place ? 0 : chunk_partial_bytes, in_place ? 1 : dev.allocation_granularity()};
-  chunk_plan plan = plan_chunks(s.units, slot_mem, dev.memory_budget(), want_streams, opt.chunk_bytes,
+  chunk_plan plan = plan_chunks(s.units, slot_mem, dev.memory_budget() - reserved, want_streams, opt.chunk_bytes,
                                 what + largest_unit(L));
   int nslots = opt.sequential ? 1 : std::max(plan.streams, 1);
 
@@ -621,8 +637,14 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
         if (!in_place) {
           for (std::size_t k = 0; k < L.values.size(); ++k) {
             const stage_value& v = L.values[k];
-            if (v.cls == value_class::input && v.buffer >= 0)
-              dev.copy_to_device_async(regs[k], v.v->ops->host_region(v.v->object, r), sl.stream);
+            if (v.cls != value_class::input || v.buffer < 0) continue;
+            const region host_chunk = v.v->ops->host_region(v.v->object, r);
+            if (resident_in[k]) {
+              regs[k] = residency::in_copy(*resident_in[k], host_chunk);
+              rep.resident_bytes_saved += host_chunk.bytes();
+            } else {
+              dev.copy_to_device_async(regs[k], host_chunk, sl.stream);
+            }
           }
         }
         std::byte* kernel_partial = in_place ? host_partial : sl.partials;
@@ -673,6 +695,19 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
 
   // Chunks the device failed on run again on the host, from the caller's data
   // as it was before the chunk.
+  if (!stage_error && !faulted.empty()) {
+    // The host reads inputs from their host storage: device-only copies go back first.
+    for (residency::entry* e : resident_in) {
+      if (!e || e->host_valid || stage_error) continue;
+      try {
+        opt.resident->write_back(*e);
+      } catch (...) {
+        stage_error = std::make_exception_ptr(
+            device_fault("oa: " + e->value->label + " was kept only in the memory of " + dev.name() +
+                         ", and could not be copied back after a device fault: " + message_of(std::current_exception())));
+      }
+    }
+  }
   if (!stage_error && !faulted.empty()) {
     std::sort(faulted.begin(), faulted.end());
     for (std::size_t j : faulted) undo.before_rerun(j);

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/planner.hpp"
+#include "core/residency.hpp"
 #include "oa/core/device.hpp"
 #include "oa/core/report.hpp"
 
@@ -19,6 +20,9 @@ struct run_options {
   std::string stage_name;        // "stage 2/3" for the progress line
   std::string placement_reason;
   std::vector<trace_event>* trace = nullptr;  // appended to when set
+  residency* resident = nullptr;  // values resident on the stage's device: inputs read there, not copied in
+  bool keep_result = false;       // contractions: keep the result resident for a later stage on this device
+  bool result_on_host = true;     // contractions: the result must reach its host storage too
 };
 
 /// Runs a stage on `dev`; chunks that fail with a device fault are re-run on

@@ -80,7 +80,8 @@ std::vector<stage> form_stages(const std::vector<call_node>& nodes, const std::v
 
 std::unordered_set<const value_state*> values_needed_on_host(const std::vector<call_node>& nodes,
                                                            const std::vector<bool>& live,
-                                                           const std::vector<stage>& stages) {
+                                                           const std::vector<stage>& stages,
+                                                           std::unordered_set<const value_state*>* demanded) {
   std::unordered_map<int, int> stage_of;  // node -> stage
   for (std::size_t s = 0; s < stages.size(); ++s)
     for (int c : stages[s].calls) stage_of[c] = static_cast<int>(s);
@@ -97,14 +98,18 @@ std::unordered_set<const value_state*> values_needed_on_host(const std::vector<c
     }
     for (const auto& v : nodes[i].scalars) needed.insert(v.get());
   }
+  std::unordered_set<const value_state*> demand;  // wanted on the host for their own sake
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (!live[i]) continue;
+    for (const auto& v : nodes[i].scalars) demand.insert(v.get());
     nodes[i].for_each_output([&](const value_ptr& v) {
-      if (v->handles.load(std::memory_order_relaxed) > 0) needed.insert(v.get());
-      if (v->user_storage && !superseded.count(v.get())) needed.insert(v.get());
-      if (v->ops->kind == split::split_kind::reduction) needed.insert(v.get());
+      if (v->handles.load(std::memory_order_relaxed) > 0) demand.insert(v.get());
+      if (v->user_storage && !superseded.count(v.get())) demand.insert(v.get());
+      if (v->ops->kind == split::split_kind::reduction) demand.insert(v.get());
     });
   }
+  needed.insert(demand.begin(), demand.end());
+  if (demanded) *demanded = std::move(demand);
   return needed;
 }
 

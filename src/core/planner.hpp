@@ -79,9 +79,11 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
 
 /// Values that must reach host storage: held by a handle, the caller's
 /// storage (not superseded by a later mut), or read by a later stage.
-std::unordered_set<const value_state*> values_needed_on_host(const std::vector<call_node>& nodes,
-                                                           const std::vector<bool>& live,
-                                                           const std::vector<stage>& stages);
+/// `demanded`, when given, gets those wanted for their own sake (all but the
+/// ones only read by a later stage, which may stay resident on the device).
+std::unordered_set<const value_state*> values_needed_on_host(
+    const std::vector<call_node>& nodes, const std::vector<bool>& live, const std::vector<stage>& stages,
+    std::unordered_set<const value_state*>* demanded = nullptr);
 
 struct chunk_plan {
   std::size_t chunk_units = 0;

@@ -41,6 +41,8 @@ void accumulate(stage_report& t, const stage_report& s, bool with_calls) {
   t.d2h_bytes += s.d2h_bytes;
   t.peak_device_bytes = std::max(t.peak_device_bytes, s.peak_device_bytes);
   t.host_reruns += s.host_reruns;
+  t.resident_bytes_saved += s.resident_bytes_saved;
+  t.resident_bytes = std::max(t.resident_bytes, s.resident_bytes);
   t.rollback_bytes = std::max(t.rollback_bytes, s.rollback_bytes);
   t.h2d_seconds += s.h2d_seconds;
   t.compute_seconds += s.compute_seconds;
@@ -102,6 +104,8 @@ nlohmann::json to_json(const stage_report& s) {
           {"host_reruns", s.host_reruns},
           {"device_fault", s.device_fault.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.device_fault)},
           {"rollback_bytes", s.rollback_bytes},
+          {"resident_bytes_saved", s.resident_bytes_saved},
+          {"resident_bytes", s.resident_bytes},
           {"h2d_seconds", s.h2d_seconds},
           {"compute_seconds", s.compute_seconds},
           {"d2h_seconds", s.d2h_seconds},

@@ -5,9 +5,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "core/executor.hpp"
 #include "core/planner.hpp"
+#include "core/residency.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/lazy.hpp"
 
@@ -25,6 +28,7 @@ struct runtime_state {
   config cfg;
   config_origin origin;  // where each setting of cfg came from, for error messages
   std::unique_ptr<device> main_device;
+  std::unique_ptr<detail::residency> resident;  // values kept on main_device between stages
   std::unique_ptr<device> host;
   run_log log;
   bool announced = false;
@@ -124,6 +128,7 @@ device& device_locked(runtime_state& s) {
     const config& c = config_locked(s);
     std::string note;
     s.main_device = make_device(c, s.origin, note);
+    s.resident = std::make_unique<detail::residency>(*s.main_device);
     if (c.verbose && !s.announced) {
       std::fprintf(stderr, "oa: device: %s%s\n", s.main_device->name().c_str(), note.c_str());
       s.announced = true;
@@ -157,6 +162,7 @@ void set_config(const config& c, const config_origin& origin) {
   s.cfg = c;
   s.origin = origin;
   s.configured = true;
+  s.resident.reset();
   s.main_device.reset();
   s.device_failed.clear();
 }
@@ -253,6 +259,37 @@ void evaluate_owner(const value_state& v) {
     throw error("oa: " + v.label + ": never computed: the thread that recorded its call ended before evaluating it");
 }
 
+/// Resident copies around stage `i` (placed on the main device when
+/// `on_device`): copies no stage from here on reads are dropped; copies only
+/// on the device that this stage reads from host storage are written back;
+/// a product read by a later stage may keep its result on the device.
+template <class ReadFrom>
+void prepare_residency(residency& res, const stage& s, const std::vector<call_node>& nodes, std::size_t i,
+                       bool on_device, run_options& opt, const ReadFrom& read_from,
+                       const std::unordered_set<const value_state*>& demanded) {
+  res.drop_unless([&](const value_state* v) { return read_from(v, i); });
+  device& dev = res.dev();
+  // Element-wise stages on a device with its own memory read resident inputs
+  // in place, except those they update; fused kernels and products read
+  // their inputs from the host.
+  const bool reads_copies = on_device && !dev.host_accessible() && !s.contraction && !dev.compiles_kernels();
+  for (int c : s.calls) {
+    for (const auto& a : nodes[static_cast<std::size_t>(c)].args) {
+      if (a.role == arg_role::out) continue;
+      residency::entry* e = res.find(a.value.get());
+      if (e && !e->host_valid && (!reads_copies || a.role == arg_role::mut)) res.write_back(*e);
+    }
+    for (const auto& v : nodes[static_cast<std::size_t>(c)].scalars)
+      if (residency::entry* e = res.find(v.get()); e && !e->host_valid) res.write_back(*e);
+  }
+  opt.resident = on_device && !dev.host_accessible() ? &res : nullptr;
+  if (s.contraction && opt.resident) {
+    const node_arg& result = nodes[static_cast<std::size_t>(s.calls.front())].args.back();
+    opt.keep_result = result.role == arg_role::out && read_from(result.value.get(), i + 1);
+    opt.result_on_host = !opt.keep_result || demanded.count(result.value.get()) > 0;
+  }
+}
+
 void evaluate(graph& g) {
   std::lock_guard glock(g.mutex());
   std::vector<call_node> nodes = g.take_pending();
@@ -265,7 +302,20 @@ void evaluate(graph& g) {
 
   const std::vector<bool> live = live_calls(nodes);
   const std::vector<stage> stages = form_stages(nodes, live);
-  const auto needed = values_needed_on_host(nodes, live, stages);
+  std::unordered_set<const value_state*> demanded;
+  const auto needed = values_needed_on_host(nodes, live, stages, &demanded);
+  // The last stage reading each value: a resident copy is dropped after it.
+  std::unordered_map<const value_state*, std::size_t> last_read;
+  for (std::size_t i = 0; i < stages.size(); ++i)
+    for (int c : stages[i].calls) {
+      for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
+        if (a.role != arg_role::out) last_read[a.value.get()] = i;
+      for (const auto& v : nodes[static_cast<std::size_t>(c)].scalars) last_read[v.get()] = i;
+    }
+  const auto read_from = [&](const value_state* v, std::size_t i) {
+    auto it = last_read.find(v);
+    return it != last_read.end() && it->second >= i;
+  };
 
   std::vector<trace_event> trace;
   for (std::size_t i = 0; i < stages.size(); ++i) {
@@ -314,6 +364,7 @@ void evaluate(graph& g) {
         }
       }
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
+      prepare_residency(*st.resident, s, nodes, i, where == &dev, opt, read_from, demanded);
       stage_report rep = s.contraction ? run_contraction(s, nodes, *where, host, opt)
                                        : run_stage(s, nodes, needed, *where, host, opt);
       if (!rep.device_fault.empty() && where != &host) {
@@ -341,6 +392,8 @@ void evaluate(graph& g) {
     }
     if (opt.trace) st.log.add_trace(trace);
   }
+  // Copies kept for this evaluation's later stages: none is read any more.
+  if (st.resident) st.resident->clear();
   // Errors of calls, once each, in program order, for evaluate() and scope.
   std::vector<graph::failure> failures;
   for (std::size_t i = 0; i < nodes.size(); ++i) {

@@ -45,7 +45,7 @@ std::size_t tile_plan_traffic(const tiling_problem& p, std::size_t mt, std::size
   const std::size_t tm = ceil_div(p.m, mt), tn = ceil_div(p.n, nt);
   const std::size_t a = p.m * p.k * (h == held_panel::a_rows ? 1 : tn);
   const std::size_t b = p.k * p.n * (h == held_panel::b_cols ? 1 : tm);
-  const std::size_t c = p.m * p.n * (p.reads_c ? 2 : 1);
+  const std::size_t c = p.m * p.n * ((p.reads_c ? 1 : 0) + (p.c_written ? 1 : 0));
   return (a + b + c) * p.elem_bytes;
 }
 
@@ -55,7 +55,7 @@ std::string tile_plan::describe() const {
                   std::to_string(steps_k()) + ")";
   if (hold == held_panel::a_rows) s += ", A row panels held";
   if (hold == held_panel::b_cols) s += ", B column panels held";
-  s += c_buffers > 1 ? ", 2 C tiles in flight" : ", 1 C tile in flight";
+  s += c_buffers == 0 ? ", C resident" : c_buffers > 1 ? ", 2 C tiles in flight" : ", 1 C tile in flight";
   return s;
 }
 
@@ -64,7 +64,7 @@ tile_plan plan_tiles(const tiling_problem& p) {
     tile_plan t;
     t.m = p.m, t.n = p.n, t.k = p.k;
     t.mt = std::max<std::size_t>(p.m, 1), t.nt = std::max<std::size_t>(p.n, 1), t.kt = std::max<std::size_t>(p.k, 1);
-    t.bytes_moved = p.k == 0 && !p.reads_c ? p.m * p.n * p.elem_bytes : 0;
+    t.bytes_moved = 0;
     return t;
   }
   const std::vector<std::size_t> ms = extents(p.m), ns = extents(p.n);
@@ -88,6 +88,11 @@ tile_plan plan_tiles(const tiling_problem& p) {
   };
   tile_plan plan;
   for (std::size_t min_step : {std::min(p.k, preferred_min_step), std::size_t{1}}) {
+    if (p.c_resident) {
+      plan = best_for(0, min_step);
+      if (plan.mt) break;
+      continue;
+    }
     const tile_plan one = best_for(1, min_step), two = best_for(2, min_step);
     // A second C buffer overlaps a tile's copies with the next tile's steps;
     // worth up to 10% more bytes.

@@ -13,6 +13,8 @@ struct tiling_problem {
   bool reads_c = false;             // C's tiles are read as well as written
   std::size_t budget = 0;           // device bytes the plan may use
   std::size_t granularity = 1;      // allocations count rounded up to this
+  bool c_resident = false;          // C lives whole on the device (its bytes are not in `budget`): no C tile buffers
+  bool c_written = true;            // C's tiles are copied back to the host
 };
 
 /// Which operand's panel stays on the device across a line of C tiles.
@@ -21,7 +23,8 @@ enum class held_panel { none, a_rows, b_cols };
 struct tile_plan {
   std::size_t mt = 0, nt = 0, kt = 0;  // C tile mt x nt; k in steps of kt
   held_panel hold = held_panel::none;
-  int c_buffers = 1;                   // C tiles in flight: 2 lets a tile's copies overlap the next one's steps
+  int c_buffers = 1;                   // C tiles in flight: 2 lets a tile's copies overlap the next one's steps;
+                                       // 0: C is resident, tiles are computed in place
   std::size_t device_bytes = 0;        // memory the plan allocates
   std::size_t bytes_moved = 0;         // host <-> device, whole contraction
   std::size_t tiles_m() const noexcept { return (m + mt - 1) / mt; }

@@ -1,0 +1,55 @@
+#include "core/residency.hpp"
+
+namespace oa::detail {
+
+residency::~residency() { clear(); }
+
+residency::entry* residency::find(const value_state* v) noexcept {
+  auto it = entries_.find(v);
+  return it == entries_.end() ? nullptr : it->second.get();
+}
+
+residency::entry& residency::add(value_ptr v, device_buffer copy, const region& host, bool host_valid) {
+  auto e = std::make_unique<entry>();
+  e->value = std::move(v);
+  e->copy = std::move(copy);
+  e->host = host;
+  e->host_valid = host_valid;
+  entry& ref = *e;
+  entries_[ref.value.get()] = std::move(e);
+  return ref;
+}
+
+std::size_t residency::bytes() const noexcept {
+  std::size_t b = 0;
+  for (const auto& [v, e] : entries_) b += e->copy.size();
+  return b;
+}
+
+region residency::in_copy(const entry& e, const region& host_chunk) noexcept {
+  const std::size_t offset = static_cast<std::size_t>(host_chunk.data - e.host.data);
+  return {e.copy.data() + offset, host_chunk.width, host_chunk.rows, host_chunk.pitch};
+}
+
+region residency::whole_region(const value_state& v) { return v.ops->host_region(v.object, {0, v.shape.units}); }
+
+void residency::write_back(entry& e) {
+  if (e.host_valid) return;
+  const stream_id s = dev_.create_stream();
+  try {
+    // The copy has the host layout: the same region, moved.
+    dev_.copy_to_host_async(e.host, in_copy(e, e.host), s);
+    dev_.synchronize(s);
+  } catch (...) {
+    dev_.destroy_stream(s);
+    throw;
+  }
+  dev_.destroy_stream(s);
+  e.host_valid = true;
+}
+
+void residency::drop(const value_state* v) { entries_.erase(v); }
+
+void residency::clear() noexcept { entries_.clear(); }
+
+}  // namespace oa::detail

@@ -1,0 +1,67 @@
+#pragma once
+// Values kept in a device's memory between the stages of an evaluation: a
+// product's result read by the element-wise stage after it stays where it
+// was computed instead of crossing the link twice. A resident copy mirrors
+// the value's host storage byte for byte (same offsets and pitch), so a
+// chunk's region in it is the host region moved to the copy. A copy is
+// "device only" when no one needs the value on the host: it is written back
+// before anything reads the host storage, and dropped once no later stage
+// reads it. Budgets: resident bytes are reserved out of the device's budget
+// for the stages that run meanwhile.
+
+#include <cstddef>
+#include <memory>
+#include <unordered_map>
+
+#include "oa/core/device.hpp"
+#include "oa/core/graph.hpp"
+
+namespace oa::detail {
+
+class residency {
+ public:
+  struct entry {
+    value_ptr value;
+    device_buffer copy;
+    region host;          // the value's whole host storage (the copy has its layout)
+    bool host_valid = false;  // the host storage holds the value too
+  };
+
+  explicit residency(device& dev) : dev_(dev) {}
+  residency(const residency&) = delete;
+  residency& operator=(const residency&) = delete;
+  ~residency();
+
+  device& dev() const noexcept { return dev_; }
+  /// The resident copy of `v`, or null.
+  entry* find(const value_state* v) noexcept;
+  /// Takes `copy` (holding `v` laid out like `host`) as v's resident copy.
+  entry& add(value_ptr v, device_buffer copy, const region& host, bool host_valid);
+  /// Bytes the copies hold (reserved out of the budget).
+  std::size_t bytes() const noexcept;
+  /// Chunk `host_chunk` of e's value (a region of its host storage), in the copy.
+  static region in_copy(const entry& e, const region& host_chunk) noexcept;
+  /// Copies a device-only value to its host storage (throws the device's error).
+  void write_back(entry& e);
+  /// Drops `v`'s copy.
+  void drop(const value_state* v);
+  /// Drops the copies `keep` says no.
+  template <class Keep>
+  void drop_unless(Keep&& keep) {
+    std::erase_if(entries_, [&](const auto& kv) { return !keep(kv.first); });
+  }
+  /// Drops every copy; device-only values nobody needs are simply dropped.
+  void clear() noexcept;
+
+  /// Whole host storage of a value (its first unit to its last).
+  static region whole_region(const value_state& v);
+  static std::size_t span(const region& r) noexcept {
+    return r.rows == 0 || r.width == 0 ? 0 : (r.rows - 1) * r.pitch + r.width;
+  }
+
+ private:
+  device& dev_;
+  std::unordered_map<const value_state*, std::unique_ptr<entry>> entries_;
+};
+
+}  // namespace oa::detail
