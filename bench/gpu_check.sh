@@ -90,7 +90,8 @@ for r in records(bandwidth_path):  # the last measurement wins
 def by_size(path):
     runs = {}  # (workload, elements) -> mode -> record; later records replace earlier ones
     for r in records(path):
-        runs.setdefault((r["workload"], r["elements"]), {})[r["mode"]] = r
+        if r["workload"] != "gemm":
+            runs.setdefault((r["workload"], r["elements"]), {})[r["mode"]] = r
     return runs
 
 def ok(r):
@@ -150,6 +151,27 @@ if scaled:
     print("~: cpu seconds scaled from the cpu run at " +
           ", ".join("%s %d elements" % (w, e) for w, (_, e) in sorted(cpu_rate.items())))
 print("pinned host-to-device peak (oa-bandwidth, best): " + ("%.2f GB/s" % peak if peak else "not measured"))
+
+gemm = {}  # (type, n, budget) -> mode -> record
+for r in records(bench_path):
+    if r["workload"] == "gemm":
+        key = (r["type"], r["n"])
+        gemm.setdefault(key, {})[r["mode"]] = r
+if gemm:
+    print()
+    print("out-of-core GEMM (C = A B): oa against in-core cuBLAS (the ceiling) and cuBLASXt, same matrices")
+    rows = []
+    for (kind, n), modes in sorted(gemm.items()):
+        oa, cb, xt = modes.get("oa"), modes.get("cublas"), modes.get("cublasxt")
+        gf = lambda r: "%.0f" % r["gflops"] if ok(r) else "failed" if r else "-"
+        share = lambda a, b: "%.0f%%" % (100 * a["gflops"] / b["gflops"]) if ok(a) and ok(b) else "-"
+        rows.append([kind, str(n), "%.1fx" % (oa["data_bytes"] / oa["device_memory_budget"]) if ok(oa) else "-",
+                     gf(modes.get("sequential")), gf(oa), gf(cb), share(oa, cb), gf(xt), share(oa, xt),
+                     "%.2f" % oa["bytes_over_lower_bound"] if ok(oa) and oa.get("bytes_over_lower_bound") else "-",
+                     "%.2f" % oa["overlap_efficiency"] if ok(oa) and oa.get("overlap_efficiency") else "-",
+                     "%.1e" % oa["max_rel_error"] if ok(oa) and oa.get("max_rel_error") is not None else "-"])
+    table(["type", "n", "operands/budget", "sequential GFLOP/s", "oa GFLOP/s", "cublas GFLOP/s", "oa/cublas",
+           "cublasxt GFLOP/s", "oa/cublasxt", "moved/LB", "overlap", "max_rel_error"], rows)
 
 staging_runs = by_size(staging_path)
 if staging_runs:
@@ -457,6 +479,17 @@ if [[ $phase != build-test ]]; then
           --device cuda --device-memory "$budget_text" --verify --repeat "$bench_repeat" --mode oa \
           --json "$dir/bench_staging_pinned.jsonl"
         ((${#not_run[@]} == before)) || cut_short+=("(staging) --workloads blackscholes --sizes $fraction")
+      done
+      # Out-of-core GEMM: operands 4x and 16x the budget, against in-core
+      # cuBLAS (the ceiling) and cuBLASXt on the same matrices.
+      for run in "double 16384 1536MiB" "float 16384 768MiB" "double 8192 96MiB"; do
+        read -r type n gemm_budget <<<"$run"
+        before=${#not_run[@]}
+        NEED=150 step "oa-bench gemm $type n=$n (budget $gemm_budget)" "bench-gemm-$type-$n-$gemm_budget" \
+          "$build/bench/oa-bench" --workload gemm --n "$n" --type "$type" --device cuda \
+          --device-memory "$gemm_budget" --mode sequential,oa,cublas,cublasxt --verify --repeat "$bench_repeat" \
+          --json "$dir/bench.jsonl"
+        ((${#not_run[@]} == before)) || cut_short+=("(gemm) --workload gemm --n $n --type $type --device-memory $gemm_budget")
       done
       if ((${#cut_short[@]})); then
         echo

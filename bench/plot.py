@@ -7,6 +7,10 @@ mode (cpu, sequential, whole, oa). Where a mode keeps its throughput past 1x,
 paging works; where it falls, that is the cliff. Records of the emulated
 device are titled as an emulation: their seconds are not GPU timings.
 
+The GEMM picture (records of --workload gemm): GFLOP/s of each mode against
+the operands' size over the budget, and beside it the bytes oa moved over
+the I/O lower bound for that budget (1 is the bound; no schedule does better).
+
     bench/plot.py RECORDS.jsonl... [--out DIR]   PNG files (needs matplotlib)
     bench/plot.py RECORDS.jsonl... --table       the series as text (no matplotlib)
 
@@ -20,6 +24,7 @@ import sys
 from collections import defaultdict
 
 MODES = ["cpu", "sequential", "whole", "oa"]  # the order oa-bench runs them in
+GEMM_MODES = ["cpu", "cpu-openmp", "sequential", "oa", "cublas", "cublasxt"]
 
 
 def read_records(paths):
@@ -47,6 +52,7 @@ def paging_series(records):
     are left out.
     """
     reference = {}  # (workload, elements) -> (budget, device) of the paged modes
+    records = [r for r in records if r.get("workload") != "gemm"]
     for r in records:
         if r.get("mode") in ("oa", "sequential") and r.get("device_memory_budget"):
             reference.setdefault((r["workload"], r["elements"]), (r["device_memory_budget"], r["device"]))
@@ -65,6 +71,76 @@ def paging_series(records):
     return {key: {mode: sorted(points.items()) for mode, points in modes.items()} for key, modes in figures.items()}
 
 
+def gemm_series(records):
+    """{(type, device): ({mode: [(operands/budget, GFLOP/s)]}, [(operands/budget, moved/bound)])}.
+
+    Modes without a budget (the CPU and cuBLAS baselines) take the budget and
+    device of the first oa run of the same size and type.
+    """
+    gemm = [r for r in records if r.get("workload") == "gemm"]
+    reference = {}
+    for r in gemm:
+        if r.get("mode") in ("oa", "sequential") and r.get("device_memory_budget"):
+            reference.setdefault((r["type"], r["n"]), (r["device_memory_budget"], r["device"]))
+    rates = defaultdict(lambda: defaultdict(dict))
+    moved = defaultdict(dict)
+    for r in gemm:
+        if r.get("error") or not r.get("gflops") or (r["type"], r["n"]) not in reference:
+            continue
+        budget, device = reference[(r["type"], r["n"])]
+        if r["mode"] in ("oa", "sequential"):
+            budget, device = r["device_memory_budget"], r["device"]
+        x = round(r["data_bytes"] / budget, 3)
+        points = rates[(r["type"], device)][r["mode"]]
+        points[x] = max(points.get(x, 0.0), r["gflops"])
+        if r["mode"] == "oa" and r.get("bytes_over_lower_bound"):
+            moved[(r["type"], device)][x] = r["bytes_over_lower_bound"]
+    return {key: ({m: sorted(p.items()) for m, p in modes.items()}, sorted(moved[key].items()))
+            for key, modes in rates.items()}
+
+
+def print_gemm_table(series):
+    for (kind, device), (modes, moved) in sorted(series.items()):
+        print(f"gemm {kind} on {device}: GFLOP/s by operands/budget")
+        for mode in [m for m in GEMM_MODES if m in modes] + sorted(set(modes) - set(GEMM_MODES)):
+            print(f"  {mode:<10} " + "  ".join(f"{x:g}x:{g:.3g}" for x, g in modes[mode]))
+        print("  moved/LB   " + "  ".join(f"{x:g}x:{b:.2f}" for x, b in moved))
+
+
+def draw_gemm(series, out_dir, plt):
+    written = []
+    for (kind, device), (modes, moved) in sorted(series.items()):
+        fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
+        for mode in [m for m in GEMM_MODES if m in modes] + sorted(set(modes) - set(GEMM_MODES)):
+            xs, ys = zip(*modes[mode])
+            left.plot(xs, ys, marker="o", label=mode)
+        left.set_xscale("log", base=2)
+        left.set_xlabel("operands (A, B, C) / device memory budget")
+        left.set_ylabel("GFLOP/s")
+        left.grid(True, which="both", alpha=0.3)
+        left.legend()
+        if moved:
+            xs, ys = zip(*moved)
+            right.plot(xs, ys, marker="o", color="C3", label="oa")
+        right.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+        right.axhline(2.0, color="grey", linestyle="--", linewidth=1)
+        right.set_xscale("log", base=2)
+        right.set_ylim(0, max([2.2] + [y for _, y in moved]))
+        right.set_xlabel("operands (A, B, C) / device memory budget")
+        right.set_ylabel("bytes moved / I/O lower bound")
+        right.grid(True, which="both", alpha=0.3)
+        title = f"gemm ({kind}) on {device}"
+        if device == "emulated":
+            title += " (emulation: not GPU timings)"
+        fig.suptitle(title)
+        path = os.path.join(out_dir, f"gemm-{kind}-{device}.png")
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
 def print_table(series):
     for (workload, device), modes in sorted(series.items()):
         print(f"{workload} on {device}: GB/s (input and output bytes per second) by data/budget")
@@ -73,7 +149,7 @@ def print_table(series):
             print(f"  {mode:<10} {cells}")
 
 
-def draw(series, out_dir):
+def draw(series, gemm, out_dir):
     try:
         import matplotlib
 
@@ -105,7 +181,7 @@ def draw(series, out_dir):
         fig.savefig(path, dpi=120)
         plt.close(fig)
         written.append(path)
-    return written
+    return written + draw_gemm(gemm, out_dir, plt)
 
 
 def main():
@@ -114,13 +190,15 @@ def main():
     parser.add_argument("--out", default="bench/results/plots", help="folder for the PNG files")
     parser.add_argument("--table", action="store_true", help="print the series instead of drawing them")
     args = parser.parse_args()
-    series = paging_series(read_records(args.records))
-    if not series:
+    records = read_records(args.records)
+    series, gemm = paging_series(records), gemm_series(records)
+    if not series and not gemm:
         sys.exit("plot.py: no successful runs with a device budget in these records")
     if args.table:
         print_table(series)
+        print_gemm_table(gemm)
         return
-    for path in draw(series, args.out):
+    for path in draw(series, gemm, args.out):
         print(path)
 
 

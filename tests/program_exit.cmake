@@ -2,7 +2,8 @@
 # status and one line of output.
 #   -DPROGRAM=<path> -DARGS=<a|b|c> -DSET=<VAR=value|VAR=value>
 #   -DEXPECT_RC=<status> -DEXPECT=<regex>
-#   -DSTREAM=stderr (default; the whole of stderr must be that one line) or stdout
+#   -DSTREAM=stderr (default; the whole of stderr must be that one line), stderr-first
+#    (its first line: CLI11 adds a hint) or stdout
 #   -DALT_RC=<status> -DALT_EXPECT=<regex on stdout>: another accepted outcome
 #    (a run on a machine with a GPU, say)
 # Every other OA_* variable is unset, so the caller's environment cannot leak in.
@@ -31,6 +32,11 @@ endif()
 if(STREAM STREQUAL "stdout")
   if(NOT out MATCHES "${EXPECT}")
     message(FATAL_ERROR "stdout does not match '${EXPECT}':\n${out}")
+  endif()
+elseif(STREAM STREQUAL "stderr-first")
+  string(REGEX REPLACE "\n.*" "" line "${err}")
+  if(NOT line MATCHES "${EXPECT}")
+    message(FATAL_ERROR "stderr's first line does not match '${EXPECT}':\n${err}")
   endif()
 else()
   string(REGEX REPLACE "\n$" "" line "${err}")
