@@ -577,3 +577,35 @@ TEST_CASE_TEMPLATE("destroying a stream or the device waits for pending work", F
   }
   CHECK(done == 5);
 }
+
+TEST_CASE("an emulated device taking generated kernels checks their pointers, then runs their description") {
+  oa::emulated_options o;
+  o.fused_kernels = true;
+  auto dev = oa::make_emulated_device(o);
+  CHECK(dev->compiles_kernels());
+  CHECK(dev->runs_device_functions());
+  const auto s = dev->create_stream();
+  void* buf = dev->allocate(64);
+  double host_value = 0;
+  auto kernel_over = [](const void* p) {
+    auto g = std::make_shared<oa::generated_kernel>();
+    g->name = "k";
+    g->args = {4, reinterpret_cast<std::uintptr_t>(p)};
+    g->arg_sizes = {8, 8};
+    g->pointer_args = {1};
+    return g;
+  };
+  bool ran = false;
+  dev->launch_async({"in device memory", [&](const oa::stream_view&) { ran = true; }, kernel_over(buf)}, s);
+  dev->synchronize(s);
+  CHECK(ran);
+  expect_invalid([&] { dev->launch_async({"host pointer", [](const oa::stream_view&) {}, kernel_over(&host_value)}, s); },
+                 "emulated_device::launch_async", "k");
+  dev->deallocate(buf, 64);
+  // Without the option, a generated kernel is refused.
+  auto plain = oa::make_emulated_device({});
+  CHECK_FALSE(plain->compiles_kernels());
+  const auto t = plain->create_stream();
+  expect_invalid([&] { plain->launch_async({"k", [](const oa::stream_view&) {}, kernel_over(nullptr)}, t); },
+                 "emulated_device::launch_async", "k");
+}

@@ -226,6 +226,35 @@ TEST_CASE("differential: host and emulated devices agree with plain Eigen on ran
   oa_test::workloads_match_eigen(twins, 1e-12);
 }
 
+TEST_CASE("the fused path without a GPU: the emulated device takes generated kernels and runs their description") {
+  oa::config fused = oa_test::emulated_config(std::size_t{1} << 20);
+  fused.emulated_fused = true;
+  oa_test::workloads_match_eigen(fused, 1e-12);
+  oa_test::library_calls(fused, 1e-12);
+  // A kernel that faults: its chunk runs again on the host.
+  oa::config faulty = fused;
+  faulty.fail_launch = 3;
+  oa_test::workloads_match_eigen(faulty, std::max(1e-12, oa_test::host_tolerance()));
+  {
+    // As on a GPU: one kernel per chunk, temporaries in registers (no device
+    // buffer), reduction partials one per block, merged in order.
+    oa_test::config_scope cs(fused);
+    const std::size_t n = 200000;
+    const Eigen::ArrayXd x = oa_test::random_array(n, 0.5, 2, 301), y = oa_test::random_array(n, 0.5, 2, 302);
+    oa::lazy<Eigen::ArrayXd> r = sqrt(exp(oa::ref(x)) * oa::ref(y) + 1.0);
+    oa::lazy<double> total = oa::sum(r);
+    const Eigen::ArrayXd ref = (x.exp() * y + 1.0).sqrt();
+    CHECK(oa_test::mixed_error(r.get(), ref) <= 1e-12);
+    CHECK(std::abs(total.get() - ref.sum()) <= 1e-9 * std::abs(ref.sum()));
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() >= 1);
+    // Buffers for x and y only: r is written where x was read, and the
+    // temporaries exp(x), exp(x) y and + 1 take no device memory.
+    CHECK(reps.front().bytes_per_unit == 2 * sizeof(double));
+    CHECK(reps.front().device == "emulated");
+  }
+}
+
 TEST_CASE("host math: within a few ULP of libm, position-independent, the same bits on every device and stream count") {
   using oa::host_math::fn;
   struct fn_case {

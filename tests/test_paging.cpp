@@ -112,4 +112,7 @@ TEST_CASE("paging: the shared body on the emulated device, with CPU and with dev
   oa::config twins = oa_test::emulated_config(0);
   twins.emulated_device_functions = true;
   oa_test::paging_within_budget(twins, 1e-12);
+  oa::config fused = oa_test::emulated_config(0);
+  fused.emulated_fused = true;  // the CUDA device's path: one generated kernel per chunk
+  oa_test::paging_within_budget(fused, 1e-12);
 }

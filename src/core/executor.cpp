@@ -137,6 +137,7 @@ std::shared_ptr<const generated_kernel> kernel_for_chunk(const kernel_source& ks
       }
       case kernel_param::kind::buffer: {
         const void* b = sl.buffers[static_cast<std::size_t>(p.index)];
+        k->pointer_args.push_back(k->args.size());
         push(&b, sizeof b);
         break;
       }
@@ -147,6 +148,7 @@ std::shared_ptr<const generated_kernel> kernel_for_chunk(const kernel_source& ks
       }
       case kernel_param::kind::partials: {
         const void* b = sl.partials + partial_offsets[static_cast<std::size_t>(p.index)];
+        k->pointer_args.push_back(k->args.size());
         push(&b, sizeof b);
         break;
       }
@@ -181,6 +183,54 @@ void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_
       (use_device_twin ? n.device_twin : n.cpu)(ka);
     } catch (...) {
       throw call_failed{p, std::current_exception()};
+    }
+  }
+}
+
+/// Units [rb) of a region that holds units [r) (units run along its width).
+region sub_region(const region& g, split::range r, split::range rb) {
+  if (!g.data || r.size() == 0) return g;
+  const std::size_t unit = g.width / r.size();
+  return {g.data + (rb.begin - r.begin) * unit, rb.size() * unit, g.rows, g.pitch};
+}
+
+/// What a stage's generated kernel computes on one chunk, run on the host:
+/// the device functions' host twins over `grid` blocks of the chunk's units,
+/// temporaries in host scratch (the kernel keeps them in registers), each
+/// block's reduction partials at its own entry, identities for blocks that
+/// get no unit.
+void run_fused_description(const stage& s, const std::vector<call_node>& nodes, const stage_layout& L,
+                           std::vector<region> regs, split::range r, std::byte* partials,
+                           const std::vector<std::size_t>& partial_offsets, unsigned grid) {
+  std::vector<std::vector<std::byte>> scratch;
+  for (std::size_t k = 0; k < L.values.size(); ++k) {
+    const stage_value& v = L.values[k];
+    if (v.cls != value_class::temporary) continue;
+    scratch.emplace_back(std::max<std::size_t>(r.size() * v.v->shape.unit_bytes(), 1));
+    regs[k] = v.v->ops->packed_region(scratch.back().data(), v.v->shape, r);
+  }
+  const std::vector<split::range> blocks = split::even_chunks(r.size(), grid);
+  std::vector<std::byte> packed(std::max<std::size_t>(L.partial_bytes, 1));
+  std::vector<region> sub(regs.size());
+  for (unsigned b = 0; b < grid; ++b) {
+    if (b < blocks.size()) {
+      const split::range rb{r.begin + blocks[b].begin, r.begin + blocks[b].end};
+      for (std::size_t k = 0; k < regs.size(); ++k) sub[k] = sub_region(regs[k], r, rb);
+      run_chunk(s, nodes, L, sub, rb, packed.data(), true);
+    } else {
+      std::size_t at = 0;
+      for (value_state* red : L.reductions) {
+        void* identity = nullptr;
+        const auto owner = red->ops->make(red->shape, red->state.get(), identity);
+        std::memcpy(packed.data() + at, identity, red->ops->partial_bytes);
+        at += red->ops->partial_bytes;
+      }
+    }
+    std::size_t at = 0;
+    for (std::size_t q = 0; q < L.reductions.size(); ++q) {
+      const std::size_t pb = L.reductions[q]->ops->partial_bytes;
+      std::memcpy(partials + partial_offsets[q] + b * pb, packed.data() + at, pb);
+      at += pb;
     }
   }
 }
@@ -653,6 +703,11 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
           const std::size_t elements = r.size() * L.values.front().v->shape.inner;
           k.kernel = kernel_for_chunk(*ks, source, s, nodes, sl, elements, partial_offsets);
           partial_entries[i] = k.kernel->grid;
+          // Its description, for a device that runs it on the host (emulated).
+          k.entry = [&s, &nodes, &L, regs, r, dev_partials = sl.partials, &partial_offsets,
+                     grid = k.kernel->grid](const stream_view&) {
+            run_fused_description(s, nodes, L, regs, r, dev_partials, partial_offsets, grid);
+          };
         } else {
           undo_log* keep = in_place ? &undo : nullptr;
           k.entry = [&s, &nodes, &L, regs, r, kernel_partial, keep, i, twins](const stream_view&) {

@@ -111,6 +111,7 @@ std::unique_ptr<device> make_device(const config& c, const config_origin& origin
     o.fail_copy = c.fail_copy;
     o.sticky_faults = c.fail_sticky;
     o.run_device_functions = c.emulated_device_functions;
+    o.fused_kernels = c.emulated_fused;
     return make_emulated_device(o);
   }
   if (c.device == "cuda") return make_cuda(c, origin);

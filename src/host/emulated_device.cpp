@@ -6,6 +6,7 @@
 // fail, to exercise the engine's recovery without a GPU.
 
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <mutex>
 #include <string>
@@ -47,7 +48,8 @@ class emulated_device final : public stream_device {
   device_kind kind() const noexcept override { return device_kind::emulated; }
   std::string name() const override { return "emulated"; }
   bool host_accessible() const noexcept override { return false; }
-  bool runs_device_functions() const noexcept override { return opt_.run_device_functions; }
+  bool runs_device_functions() const noexcept override { return opt_.run_device_functions || opt_.fused_kernels; }
+  bool compiles_kernels() const noexcept override { return opt_.fused_kernels; }
   // Three chunks in flight (in, compute, out) plus one of slack, so that a
   // late copy does not stall the other engines.
   int preferred_streams() const noexcept override { return 4; }
@@ -70,6 +72,7 @@ class emulated_device final : public stream_device {
   void launch_async(launch k, stream_id s) override {
     auto st = find_stream("launch_async", s);
     if (!k.entry) throw invalid_argument(function_name("launch_async"), "k", "launch '" + k.name + "' has no entry");
+    if (k.kernel) check_kernel(*k.kernel);
     check_lost();
     op o;
     o.what = phase::compute;
@@ -85,6 +88,23 @@ class emulated_device final : public stream_device {
   }
 
  private:
+  // A generated kernel's pointer arguments must lie in this device's memory,
+  // as a GPU's must: a host pointer given to a kernel is the engine's bug.
+  void check_kernel(const generated_kernel& g) const {
+    if (!opt_.fused_kernels)
+      throw invalid_argument(function_name("launch_async"), "k",
+                             "kernel '" + g.name + "' given to an emulated device that does not take generated kernels");
+    if (g.args.size() != g.arg_sizes.size())
+      throw invalid_argument(function_name("launch_async"), "k", "kernel '" + g.name + "': argument sizes do not match");
+    for (std::size_t i : g.pointer_args) {
+      const auto* p = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(g.args.at(i)));
+      if (!memory_.contains(p))
+        throw invalid_argument(function_name("launch_async"), "k",
+                               "kernel '" + g.name + "': argument " + std::to_string(i) +
+                                   " is not a pointer into this device's memory");
+    }
+  }
+
   // After a sticky fault every later submission fails at once, as work
   // submitted to a CUDA context does after a kernel fault.
   void check_lost() const {

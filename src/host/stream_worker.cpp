@@ -180,6 +180,16 @@ void memory_ledger::deallocate(void* p) noexcept {
   ::operator delete(p, std::align_val_t{alignment_});
 }
 
+bool memory_ledger::contains(const void* p) const noexcept {
+  std::lock_guard lock(m_);
+  const auto* b = static_cast<const std::byte*>(p);
+  for (const auto& [base, bytes] : live_) {
+    const auto* lo = static_cast<const std::byte*>(base);
+    if (b >= lo && b < lo + std::max<std::size_t>(bytes, 1)) return true;
+  }
+  return false;
+}
+
 std::size_t memory_ledger::in_use() const noexcept {
   std::lock_guard lock(m_);
   return in_use_;

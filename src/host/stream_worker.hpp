@@ -120,6 +120,8 @@ class memory_ledger {
   void deallocate(void* p) noexcept;
   std::size_t in_use() const noexcept;
   std::size_t peak() const noexcept;
+  /// Whether p lies in a live allocation.
+  bool contains(const void* p) const noexcept;
   void reset_peak() noexcept;
 
  private:

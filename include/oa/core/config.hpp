@@ -27,6 +27,7 @@ struct config {
   std::uint64_t fail_copy = 0;          // OA_FAIL_COPY: emulated fault injection, Nth copy fails
   bool fail_sticky = false;             // OA_FAIL_STICKY: the injected fault breaks the emulated device for good
   bool emulated_device_functions = false;  // OA_EMULATED_DEVICE_FUNCTIONS: emulated device runs device functions' host twins
+  bool emulated_fused = false;  // OA_EMULATED_FUSED: emulated device takes stages as one generated kernel per chunk
   bool sequential = false;              // OA_SEQUENTIAL: one chunk at a time on one stream (baseline)
   std::string cuda_staging = "register";  // OA_CUDA_STAGING: register (pin the stage's host arrays) or pinned (staging buffers)
   int progress = -1;                    // OA_PROGRESS: 1 on, 0 off, -1 = when stderr is a terminal

@@ -60,6 +60,7 @@ struct generated_kernel {
   std::shared_ptr<const std::string> source;  // CUDA C++ translation unit
   std::vector<std::uint64_t> args;           // each parameter's bytes, low bytes first
   std::vector<std::uint8_t> arg_sizes;       // each parameter's size in bytes
+  std::vector<std::size_t> pointer_args;     // parameters that are device pointers
   unsigned grid = 1;
   unsigned block = 256;
 };
@@ -84,7 +85,9 @@ struct stream_view {
 using device_entry = std::function<void(const stream_view&)>;
 
 /// A kernel launch: an entry, or a kernel generated for a stage (see
-/// src/core/kernel_source.hpp) for devices that compile kernels at run time.
+/// src/core/kernel_source.hpp) for devices that compile kernels at run time;
+/// with a generated kernel, the entry (when set) is its description run on
+/// the host, which the emulated device runs in its place.
 struct launch {
   std::string name;
   device_entry entry;
@@ -210,6 +213,11 @@ struct emulated_options {
   // Run the calls' device functions (their host twins) instead of the CPU
   // functions. Off by default: results then match the CPU path bit for bit.
   bool run_device_functions = false;
+  // Take stages as one generated kernel per chunk, as a GPU does: launches
+  // carry the kernel (whose pointer arguments must lie in this device's
+  // memory) and, as their entry, its description run on the host (the
+  // device functions' host twins). Implies run_device_functions.
+  bool fused_kernels = false;
 };
 
 /// Settings for the host device.
