@@ -19,6 +19,7 @@
 
 #include "oa/core/device.hpp"
 #include "oa/core/error.hpp"
+#include "oa/core/memory.hpp"
 
 namespace {
 
@@ -608,4 +609,36 @@ TEST_CASE("an emulated device taking generated kernels checks their pointers, th
   const auto t = plain->create_stream();
   expect_invalid([&] { plain->launch_async({"k", [](const oa::stream_view&) {}, kernel_over(nullptr)}, t); },
                  "emulated_device::launch_async", "k");
+}
+
+TEST_CASE("memory resources: a limit counts by granularity, statistics keep the peak, a handler frees and retries") {
+  oa::host_memory host(64);
+  oa::limit_resource limit(host, 1000, 256, "test");
+  oa::statistics_resource stats(limit, &limit);
+  oa::retry_on_failure top(stats);
+  void* a = top.allocate(300, -1);  // counts 512
+  CHECK(limit.in_use() == 512);
+  CHECK(stats.in_use() == 512);
+  CHECK(host.contains(static_cast<std::byte*>(a) + 299));
+  CHECK_THROWS_AS(top.allocate(600, -1), oa::device_out_of_memory);  // 512 + 768 > 1000, no handler
+  int calls = 0;
+  top.set_handler([&](std::size_t wanted) {
+    ++calls;
+    CHECK(wanted == 600);
+    if (!a) return false;
+    top.deallocate(a, 300, -1);
+    a = nullptr;
+    return true;
+  });
+  void* b = top.allocate(600, -1);  // the handler frees a, the retry fits
+  CHECK(calls == 1);
+  CHECK(stats.in_use() == 768);
+  CHECK(stats.peak() == 768);
+  CHECK_THROWS_AS(top.allocate(600, -1), oa::device_out_of_memory);  // the handler has nothing left
+  CHECK(calls == 2);
+  top.deallocate(b, 600, -1);
+  CHECK(stats.in_use() == 0);
+  CHECK(stats.allocations() == 0);
+  stats.reset_peak();
+  CHECK(stats.peak() == 0);
 }

@@ -341,3 +341,26 @@ TEST_CASE("a device fault while reading a resident product") {
     CHECK_THROWS_AS((void)R.get(), oa::device_fault);
   }
 }
+
+TEST_CASE("the pager evicts a resident product when a stage needs its room, and writes it back first") {
+  config_scope scope(oa_test::emulated_config(std::size_t{2} << 20));
+  product_then_scale t;
+  const Eigen::MatrixXd other = random_matrix<Eigen::MatrixXd>(512, 600, 13);  // more than the budget
+  oa::lazy<Eigen::MatrixXd> R;
+  oa::lazy<Eigen::MatrixXd> Q;
+  {
+    oa::lazy<Eigen::MatrixXd> P = oa::linalg::product(t.A, t.B);  // kept on the device for R
+    Q = scale_cols(other, 2.0);                                    // a stage that wants the whole budget
+    R = scale_cols(P, 3.0);                                        // reads P after it
+  }
+  CHECK(max_rel(R.get(), t.ref) <= 1e-12);
+  CHECK(max_rel(Q.get(), Eigen::MatrixXd(2.0 * other)) <= 1e-12);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 3);
+  CHECK(reps[0].resident_bytes == t.c_bytes);
+  CHECK(reps[0].d2h_bytes == 0);
+  CHECK(reps[1].evicted_bytes == t.c_bytes);          // made room
+  CHECK(reps[1].d2h_bytes >= t.c_bytes);              // the product went back before its copy was dropped
+  CHECK(reps[2].resident_bytes_saved == 0);           // read from the host after that
+  for (const auto& r : reps) CHECK(r.peak_device_bytes <= std::size_t{2} << 20);
+}

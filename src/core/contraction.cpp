@@ -160,7 +160,7 @@ std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev,
                              stage_report& rep, const std::string& what, device_buffer& kept) {
   const contraction_desc& d = *n.contraction;
   const std::size_t eb = d.elem_bytes;
-  const std::size_t reserved = opt.resident ? opt.resident->bytes() : 0;
+  const std::size_t reserved = opt.resident ? opt.resident->pinned_bytes() : 0;
   tiling_problem prob{d.m, d.n, d.k, eb, d.reads_c, dev.memory_budget() - std::min(reserved, dev.memory_budget()),
                       dev.allocation_granularity()};
   if (opt.chunk_bytes) prob.budget = std::min(prob.budget, opt.chunk_bytes);

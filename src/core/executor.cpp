@@ -563,7 +563,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
       if (L.values[k].cls == value_class::input && L.values[k].buffer >= 0 && !updated.count(L.values[k].v))
         resident_in[k] = opt.resident->find(L.values[k].v);
   }
-  const std::size_t reserved = opt.resident ? std::min(opt.resident->bytes(), dev.memory_budget()) : 0;
+  const std::size_t reserved = opt.resident ? std::min(opt.resident->pinned_bytes(), dev.memory_budget()) : 0;
 
   const std::size_t bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
   const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();

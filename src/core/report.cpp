@@ -43,6 +43,7 @@ void accumulate(stage_report& t, const stage_report& s, bool with_calls) {
   t.host_reruns += s.host_reruns;
   t.resident_bytes_saved += s.resident_bytes_saved;
   t.resident_bytes = std::max(t.resident_bytes, s.resident_bytes);
+  t.evicted_bytes += s.evicted_bytes;
   t.rollback_bytes = std::max(t.rollback_bytes, s.rollback_bytes);
   t.h2d_seconds += s.h2d_seconds;
   t.compute_seconds += s.compute_seconds;
@@ -106,6 +107,7 @@ nlohmann::json to_json(const stage_report& s) {
           {"rollback_bytes", s.rollback_bytes},
           {"resident_bytes_saved", s.resident_bytes_saved},
           {"resident_bytes", s.resident_bytes},
+          {"evicted_bytes", s.evicted_bytes},
           {"h2d_seconds", s.h2d_seconds},
           {"compute_seconds", s.compute_seconds},
           {"d2h_seconds", s.d2h_seconds},

@@ -1,8 +1,46 @@
 #include "core/residency.hpp"
 
+#include <algorithm>
+#include <vector>
+
 namespace oa::detail {
 
-residency::~residency() { clear(); }
+residency::residency(device& dev) : dev_(dev) {
+  dev_.set_out_of_memory_handler([this](std::size_t bytes) { return evict(bytes); });
+}
+
+residency::~residency() {
+  dev_.set_out_of_memory_handler({});
+  clear();
+}
+
+std::size_t residency::pinned_bytes() const noexcept {
+  std::size_t b = 0;
+  for (const value_state* v : pinned_)
+    if (auto it = entries_.find(v); it != entries_.end()) b += it->second->copy.size();
+  return b;
+}
+
+bool residency::evict(std::size_t bytes) noexcept {
+  std::vector<entry*> victims;
+  for (auto& [v, e] : entries_)
+    if (!pinned_.count(v)) victims.push_back(e.get());
+  std::sort(victims.begin(), victims.end(),
+            [](const entry* a, const entry* b) { return a->copy.size() > b->copy.size(); });
+  std::size_t freed = 0;
+  for (entry* e : victims) {
+    if (freed >= bytes) break;
+    try {
+      write_back(*e);
+    } catch (...) {
+      continue;  // the only copy: it stays, and so does the shortage
+    }
+    freed += e->copy.size();
+    evicted_ += e->copy.size();
+    entries_.erase(e->value.get());
+  }
+  return freed > 0;
+}
 
 residency::entry* residency::find(const value_state* v) noexcept {
   auto it = entries_.find(v);
@@ -48,8 +86,14 @@ void residency::write_back(entry& e) {
   e.host_valid = true;
 }
 
-void residency::drop(const value_state* v) { entries_.erase(v); }
+void residency::drop(const value_state* v) {
+  pinned_.erase(v);
+  entries_.erase(v);
+}
 
-void residency::clear() noexcept { entries_.clear(); }
+void residency::clear() noexcept {
+  pinned_.clear();
+  entries_.clear();
+}
 
 }  // namespace oa::detail

@@ -6,12 +6,14 @@
 // chunk's region in it is the host region moved to the copy. A copy is
 // "device only" when no one needs the value on the host: it is written back
 // before anything reads the host storage, and dropped once no later stage
-// reads it. Budgets: resident bytes are reserved out of the device's budget
-// for the stages that run meanwhile.
+// reads it. Budgets: the copies a running stage reads are pinned and their
+// bytes reserved out of its budget; the others are evicted by need (written
+// back first when device only) when an allocation would exceed the budget.
 
 #include <cstddef>
 #include <memory>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "oa/core/device.hpp"
 #include "oa/core/graph.hpp"
@@ -27,7 +29,8 @@ class residency {
     bool host_valid = false;  // the host storage holds the value too
   };
 
-  explicit residency(device& dev) : dev_(dev) {}
+  /// Becomes the device's out-of-memory handler (evict()).
+  explicit residency(device& dev);
   residency(const residency&) = delete;
   residency& operator=(const residency&) = delete;
   ~residency();
@@ -37,8 +40,23 @@ class residency {
   entry* find(const value_state* v) noexcept;
   /// Takes `copy` (holding `v` laid out like `host`) as v's resident copy.
   entry& add(value_ptr v, device_buffer copy, const region& host, bool host_valid);
-  /// Bytes the copies hold (reserved out of the budget).
+  /// Bytes the copies hold.
   std::size_t bytes() const noexcept;
+  /// Pins the copies of `values` (what the next stage reads); unpins the rest.
+  template <class Values>
+  void pin_only(const Values& values) {
+    pinned_.clear();
+    for (const value_state* v : values)
+      if (entries_.count(v)) pinned_.insert(v);
+  }
+  /// Bytes of the pinned copies (reserved out of the running stage's budget).
+  std::size_t pinned_bytes() const noexcept;
+  /// Frees at least `bytes` if it can: unpinned copies go, largest first,
+  /// device-only ones written back first (one that cannot be stays).
+  /// Returns whether anything was freed.
+  bool evict(std::size_t bytes) noexcept;
+  /// Bytes evicted so far.
+  std::size_t evicted_bytes() const noexcept { return evicted_; }
   /// Chunk `host_chunk` of e's value (a region of its host storage), in the copy.
   static region in_copy(const entry& e, const region& host_chunk) noexcept;
   /// Copies a device-only value to its host storage (throws the device's error).
@@ -49,6 +67,7 @@ class residency {
   template <class Keep>
   void drop_unless(Keep&& keep) {
     std::erase_if(entries_, [&](const auto& kv) { return !keep(kv.first); });
+    std::erase_if(pinned_, [&](const value_state* v) { return !entries_.count(v); });
   }
   /// Drops every copy; device-only values nobody needs are simply dropped.
   void clear() noexcept;
@@ -62,6 +81,8 @@ class residency {
  private:
   device& dev_;
   std::unordered_map<const value_state*, std::unique_ptr<entry>> entries_;
+  std::unordered_set<const value_state*> pinned_;
+  std::size_t evicted_ = 0;
 };
 
 }  // namespace oa::detail

@@ -284,6 +284,12 @@ void prepare_residency(residency& res, const stage& s, const std::vector<call_no
       if (residency::entry* e = res.find(v.get()); e && !e->host_valid) res.write_back(*e);
   }
   opt.resident = on_device && !dev.host_accessible() ? &res : nullptr;
+  // What the stage reads stays while it runs; the rest may be evicted by need.
+  std::vector<const value_state*> reads;
+  for (int c : s.calls)
+    for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
+      if (a.role == arg_role::in) reads.push_back(a.value.get());
+  res.pin_only(reads);
   if (s.contraction && opt.resident) {
     const node_arg& result = nodes[static_cast<std::size_t>(s.calls.front())].args.back();
     opt.keep_result = result.role == arg_role::out && read_from(result.value.get(), i + 1);
@@ -366,8 +372,10 @@ void evaluate(graph& g) {
       }
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
       prepare_residency(*st.resident, s, nodes, i, where == &dev, opt, read_from, demanded);
+      const std::size_t evicted_before = st.resident->evicted_bytes();
       stage_report rep = s.contraction ? run_contraction(s, nodes, *where, host, opt)
                                        : run_stage(s, nodes, needed, *where, host, opt);
+      rep.evicted_bytes = st.resident->evicted_bytes() - evicted_before;
       if (!rep.device_fault.empty() && where != &host) {
         // The device broke during the stage (a CUDA fault is sticky): its
         // unfinished chunks ran on the host, and later stages stay there.

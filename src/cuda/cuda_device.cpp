@@ -183,6 +183,28 @@ class cuda_device final : public device {
   }
 
   void* allocate(std::size_t bytes) override {
+    // Past the budget, the handler (the runtime's pager) frees what it can
+    // and the allocation is tried again while it frees something.
+    for (;;) {
+      try {
+        return allocate_once(bytes);
+      } catch (const device_out_of_memory&) {
+        std::function<bool(std::size_t)> h;
+        {
+          std::lock_guard lock(mutex_);
+          h = oom_handler_;
+        }
+        if (!h || !h(bytes)) throw;
+      }
+    }
+  }
+
+  void set_out_of_memory_handler(std::function<bool(std::size_t)> h) override {
+    std::lock_guard lock(mutex_);
+    oom_handler_ = std::move(h);
+  }
+
+  void* allocate_once(std::size_t bytes) {
     OA_CUDA_TRY(cudaSetDevice(opt_.ordinal));
     std::lock_guard lock(mutex_);
     if (in_use_ + bytes > budget_) throw device_out_of_memory(name(), bytes, in_use_, budget_);
@@ -510,6 +532,7 @@ class cuda_device final : public device {
   mutable std::mutex mutex_;
   std::unordered_map<void*, std::size_t> allocations_;
   std::size_t in_use_ = 0, peak_ = 0;
+  std::function<bool(std::size_t)> oom_handler_;  // under mutex_
   std::vector<stream_state> streams_;
   bool recording_ = false;
   std::vector<timed_op> ops_;

@@ -61,6 +61,7 @@ class emulated_device final : public stream_device {
   std::size_t allocation_granularity() const noexcept override { return granularity; }
   void* allocate(std::size_t bytes) override { return memory_.allocate(bytes); }
   void deallocate(void* p, std::size_t) noexcept override { memory_.deallocate(p); }
+  void set_out_of_memory_handler(std::function<bool(std::size_t)> h) override { memory_.set_handler(std::move(h)); }
 
   void copy_to_device_async(const region& dst, const region& src, stream_id s) override {
     copy("copy_to_device_async", phase::h2d, dst, src, s);
@@ -152,7 +153,7 @@ class emulated_device final : public stream_device {
   }
 
   const emulated_options opt_;
-  memory_ledger memory_;
+  host_memory_stack memory_;
   std::atomic<std::uint64_t> launches_{0};
   std::atomic<bool> lost_{false};
   mutable std::mutex lost_m_;

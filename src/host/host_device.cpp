@@ -43,6 +43,7 @@ class host_device final : public stream_device {
   void reset_peak() noexcept override { memory_.reset_peak(); }
   void* allocate(std::size_t bytes) override { return memory_.allocate(bytes); }
   void deallocate(void* p, std::size_t) noexcept override { memory_.deallocate(p); }
+  void set_out_of_memory_handler(std::function<bool(std::size_t)> h) override { memory_.set_handler(std::move(h)); }
 
   void copy_to_device_async(const region& dst, const region& src, stream_id s) override {
     copy("copy_to_device_async", phase::h2d, dst, src, s);
@@ -80,7 +81,7 @@ class host_device final : public stream_device {
 
   const int streams_;
   const std::size_t budget_;
-  memory_ledger memory_;
+  host_memory_stack memory_;
   std::map<stream_id, std::unique_ptr<fifo_engine>> workers_;  // under the submission lock
 };
 

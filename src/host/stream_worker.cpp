@@ -36,7 +36,6 @@ struct marker final : event_state {
   token done;
 };
 
-std::size_t round_up(std::size_t n, std::size_t to) { return (n + to - 1) / to * to; }
 
 }  // namespace
 
@@ -132,77 +131,6 @@ void fifo_engine::loop() {
     }
     run_(o);
   }
-}
-
-// --- memory_ledger ----------------------------------------------------------
-
-memory_ledger::memory_ledger(std::string device, std::size_t alignment, std::size_t granularity,
-                             std::size_t cap)
-    : device_(std::move(device)), alignment_(alignment), granularity_(granularity), cap_(cap) {}
-
-memory_ledger::~memory_ledger() {
-  for (auto& [p, counted] : live_) ::operator delete(p, std::align_val_t{alignment_});
-}
-
-void* memory_ledger::allocate(std::size_t bytes) {
-  if (bytes > SIZE_MAX - granularity_) throw device_out_of_memory(device_, bytes, in_use(), cap_);
-  const std::size_t counted = round_up(bytes, granularity_);
-  {
-    std::lock_guard lock(m_);
-    if (counted > cap_ || in_use_ > cap_ - counted)
-      throw device_out_of_memory(device_, bytes, in_use_, cap_);
-    in_use_ += counted;  // reserved before the system call, so concurrent callers cannot overshoot
-    peak_ = std::max(peak_, in_use_);
-  }
-  void* p = nullptr;
-  try {
-    p = ::operator new(std::max(counted, alignment_), std::align_val_t{alignment_});
-    std::lock_guard lock(m_);
-    live_.emplace(p, counted);
-  } catch (...) {
-    if (p) ::operator delete(p, std::align_val_t{alignment_});
-    std::lock_guard lock(m_);
-    in_use_ -= counted;
-    throw;
-  }
-  return p;
-}
-
-void memory_ledger::deallocate(void* p) noexcept {
-  if (!p) return;
-  {
-    std::lock_guard lock(m_);
-    auto it = live_.find(p);
-    if (it == live_.end()) return;
-    in_use_ -= it->second;
-    live_.erase(it);
-  }
-  ::operator delete(p, std::align_val_t{alignment_});
-}
-
-bool memory_ledger::contains(const void* p) const noexcept {
-  std::lock_guard lock(m_);
-  const auto* b = static_cast<const std::byte*>(p);
-  for (const auto& [base, bytes] : live_) {
-    const auto* lo = static_cast<const std::byte*>(base);
-    if (b >= lo && b < lo + std::max<std::size_t>(bytes, 1)) return true;
-  }
-  return false;
-}
-
-std::size_t memory_ledger::in_use() const noexcept {
-  std::lock_guard lock(m_);
-  return in_use_;
-}
-
-std::size_t memory_ledger::peak() const noexcept {
-  std::lock_guard lock(m_);
-  return peak_;
-}
-
-void memory_ledger::reset_peak() noexcept {
-  std::lock_guard lock(m_);
-  peak_ = in_use_;
 }
 
 // --- stream_device ----------------------------------------------------------

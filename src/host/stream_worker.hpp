@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "oa/core/device.hpp"
+#include "oa/core/memory.hpp"
 
 namespace oa::detail {
 
@@ -101,38 +102,34 @@ class fifo_engine {
   std::thread thread_;  // last: starts once the members above exist
 };
 
-/// Aligned allocations with bytes in use, peak and an optional cap. Keeps the
-/// live allocations: deallocate trusts its own sizes, and whatever the user
-/// leaked is freed with the device.
-class memory_ledger {
+/// A device's memory in host memory (see oa/core/memory.hpp): aligned host
+/// memory under a budget, with statistics, and a handler asked to free
+/// memory when the budget is reached. Deallocation trusts its own record of
+/// sizes; whatever the user leaked is freed with the device.
+class host_memory_stack {
  public:
   /// Each allocation is `alignment`-aligned and counts its size rounded up to
-  /// `granularity`; in use never exceeds `cap` (SIZE_MAX: uncapped).
-  memory_ledger(std::string device, std::size_t alignment, std::size_t granularity, std::size_t cap);
-  ~memory_ledger();
-  memory_ledger(const memory_ledger&) = delete;
-  memory_ledger& operator=(const memory_ledger&) = delete;
-
-  /// Throws oa::device_out_of_memory past the cap. allocate(0) returns a
-  /// unique non-null pointer that counts 0 bytes.
-  void* allocate(std::size_t bytes);
+  /// `granularity`; in use never exceeds `budget` (SIZE_MAX: uncapped).
+  host_memory_stack(std::string device, std::size_t alignment, std::size_t granularity, std::size_t budget)
+      : host_(alignment), limit_(host_, budget, granularity, std::move(device)), stats_(limit_, &limit_), top_(stats_) {}
+  /// Throws oa::device_out_of_memory past the budget (after the handler).
+  void* allocate(std::size_t bytes) { return top_.allocate(bytes, -1); }
   /// Frees p (null or unknown pointers are ignored).
-  void deallocate(void* p) noexcept;
-  std::size_t in_use() const noexcept;
-  std::size_t peak() const noexcept;
-  /// Whether p lies in a live allocation.
-  bool contains(const void* p) const noexcept;
-  void reset_peak() noexcept;
+  void deallocate(void* p) noexcept {
+    std::size_t bytes = 0;
+    if (host_.size_of(p, bytes)) top_.deallocate(p, bytes, -1);
+  }
+  std::size_t in_use() const noexcept { return stats_.in_use(); }
+  std::size_t peak() const noexcept { return stats_.peak(); }
+  void reset_peak() noexcept { stats_.reset_peak(); }
+  bool contains(const void* p) const noexcept { return host_.contains(p); }
+  void set_handler(retry_on_failure::handler h) { top_.set_handler(std::move(h)); }
 
  private:
-  const std::string device_;
-  const std::size_t alignment_;
-  const std::size_t granularity_;
-  const std::size_t cap_;
-  mutable std::mutex m_;
-  std::unordered_map<void*, std::size_t> live_;  // pointer -> counted bytes
-  std::size_t in_use_ = 0;
-  std::size_t peak_ = 0;
+  host_memory host_;
+  limit_resource limit_;
+  statistics_resource stats_;
+  retry_on_failure top_;
 };
 
 /// Streams, events, error state, synchronization and records; a derived device

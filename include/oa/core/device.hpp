@@ -137,6 +137,11 @@ class device {
   virtual std::size_t allocation_granularity() const noexcept { return 1; }
   virtual void* allocate(std::size_t bytes) = 0;
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
+  /// Called, on the allocating thread, when an allocation would exceed the
+  /// budget: it frees what it can (the runtime's pager writes back and drops
+  /// resident values) and returns whether it freed anything; the allocation
+  /// is then tried again. Replaces the previous handler.
+  virtual void set_out_of_memory_handler(std::function<bool(std::size_t bytes)> h) = 0;
 
   // Streams and stream-ordered work.
   virtual stream_id create_stream() = 0;
