@@ -284,11 +284,12 @@ void prepare_residency(residency& res, const stage& s, const std::vector<call_no
       if (residency::entry* e = res.find(v.get()); e && !e->host_valid) res.write_back(*e);
   }
   opt.resident = on_device && !dev.host_accessible() ? &res : nullptr;
-  // What the stage reads stays while it runs; the rest may be evicted by need.
+  // What the stage reads in place stays while it runs; the rest may be
+  // evicted by need.
   std::vector<const value_state*> reads;
   for (int c : s.calls)
     for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
-      if (a.role == arg_role::in) reads.push_back(a.value.get());
+      if (reads_copies && a.role == arg_role::in) reads.push_back(a.value.get());
   res.pin_only(reads);
   if (s.contraction && opt.resident) {
     const node_arg& result = nodes[static_cast<std::size_t>(s.calls.front())].args.back();
