@@ -3,6 +3,8 @@
 
 #include <doctest/doctest.h>
 
+#include <thread>
+
 #include <array>
 #include <cstdio>
 #include <fstream>
@@ -380,4 +382,66 @@ TEST_CASE("OA_REPORT and OA_TRACE: the run report and the trace are written as J
   CHECK(slices >= 3 * s.at("chunks").get<std::size_t>());  // copies in, a launch, the partial out
   std::remove(report.c_str());
   std::remove(trace.c_str());
+}
+
+TEST_CASE("runtimes of their own: each with its devices and reports, side by side in one program") {
+  config_scope cs(oa_test::host_config());  // the default runtime
+  oa::runtime on_host(oa_test::host_config());
+  oa::runtime paged(oa_test::emulated_config(std::size_t{64} << 10));
+  std::vector<double> a(100000, 1.0), b(100000, 2.0);
+  oa::lazy<std::vector<double>> x, y;
+  {
+    oa::runtime::use u(paged);
+    CHECK(&oa::runtime::current() == &paged);
+    CHECK(oa::current_config().device == "emulated");
+    x = vecmath::oa::add(a, b);
+    {
+      oa::runtime::use v(on_host);  // nests
+      y = vecmath::oa::mul(a, b);
+      CHECK(oa::current_device().name() == "host");
+    }
+    CHECK(y.ready());  // evaluated when its use ended
+    CHECK_FALSE(x.ready());
+  }
+  CHECK(&oa::runtime::current() == &oa::runtime::default_instance());
+  CHECK(x.get()[7] == 3.0);
+  CHECK(y.get()[7] == 2.0);
+  REQUIRE(paged.reports().size() == 1);
+  CHECK(paged.reports()[0].device == "emulated");
+  CHECK(paged.reports()[0].chunks > 1);  // paged through 64 KiB
+  REQUIRE(on_host.reports().size() == 1);
+  CHECK(on_host.reports()[0].device == "host");
+  CHECK(oa::reports().empty());  // the default runtime ran nothing
+}
+
+TEST_CASE("a runtime checks its configuration, and its use throws what its calls threw") {
+  oa::config bad = oa_test::host_config();
+  bad.streams = 1000;
+  CHECK_THROWS_AS(oa::runtime{bad}, oa::config_error);
+  oa::runtime rt(oa_test::host_config());
+  std::vector<double> v{4.0, -1.0};
+  oa::lazy<std::vector<double>> r;  // held past the use: its call must run
+  auto run = [&] {
+    oa::runtime::use u(rt);
+    r = vecmath::oa::checked_sqrt(v);
+  };
+  CHECK_THROWS_WITH_AS(run(), doctest::Contains("checked_sqrt"), std::exception);
+}
+
+TEST_CASE("runtimes on two threads run at the same time, each on its own devices") {
+  oa::runtime first(oa_test::emulated_config(std::size_t{1} << 20)), second(oa_test::emulated_config(std::size_t{1} << 20));
+  std::vector<double> a(200000, 1.5);
+  std::vector<double> out1, out2;
+  auto work = [&](oa::runtime& rt, std::vector<double>& out, double k) {
+    oa::runtime::use u(rt);
+    out = vecmath::oa::mul(a, std::vector<double>(a.size(), k)).get();
+  };
+  std::thread t1(work, std::ref(first), std::ref(out1), 2.0), t2(work, std::ref(second), std::ref(out2), 3.0);
+  t1.join();
+  t2.join();
+  CHECK(out1[123] == 3.0);
+  CHECK(out2[123] == 4.5);
+  CHECK(first.reports().size() == 1);
+  CHECK(second.reports().size() == 1);
+  CHECK(&first.main_device() != &second.main_device());
 }

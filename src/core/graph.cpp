@@ -56,14 +56,14 @@ std::vector<call_node> graph::take_pending() {
 }
 
 graph::~graph() {
-  for (const auto& f : failures_) report_unobserved(f);
+  for (const auto& f : failures_) report_unobserved(*runtime_, f);
   // Calls recorded but never evaluated: their arguments may be gone already
   // (a thread's locals die before its graph), so they cannot run now.
   if (!nodes_.empty()) {
     std::string names;
     for (std::size_t i = 0; i < nodes_.size() && i < 8; ++i) names += (i ? ", " : "") + nodes_[i].name;
     if (nodes_.size() > 8) names += ", ...";
-    report_unobserved({nullptr, names,
+    report_unobserved(*runtime_, {nullptr, names,
                        std::to_string(nodes_.size()) + " recorded calls never ran: their thread ended before "
                        "evaluating them (call oa::evaluate() or keep an oa::scope in the thread)"});
   }

@@ -20,27 +20,43 @@
 
 namespace oa {
 
-namespace {
+namespace detail {
 
+/// An oa::runtime: its configuration, devices, resident values and log.
+/// Graphs share it: it lives while calls recorded for it may still run.
 struct runtime_state {
-  std::mutex mutex;
+  std::mutex mutex;  // one evaluation at a time runs on the devices
   bool configured = false;
   config cfg;
   config_origin origin;  // where each setting of cfg came from, for error messages
   std::unique_ptr<device> main_device;
-  std::unique_ptr<detail::residency> resident;  // values kept on main_device between stages
+  std::unique_ptr<residency> resident;  // values kept on main_device between stages
   std::unique_ptr<device> host;
   run_log log;
   bool announced = false;
   std::string device_failed;  // why the device is no longer offered stages
+
+  ~runtime_state() {
+    resident.reset();  // before the device whose memory it holds
+    main_device.reset();
+  }
 };
 
-runtime_state& state() {
-  static runtime_state* s = [] {
-    auto* st = new runtime_state;  // never destroyed: thread_local graphs may outlive statics
+}  // namespace detail
+
+namespace {
+
+using detail::runtime_state;
+
+/// The runtime of programs that make none: configured from OA_CONFIG and OA_*
+/// at first use; its outputs (OA_REPORT, OA_TRACE) are written at exit.
+const std::shared_ptr<runtime_state>& default_state() {
+  static const auto* s = [] {
+    // Never destroyed: thread_local graphs may outlive statics.
+    auto* st = new std::shared_ptr<runtime_state>(std::make_shared<runtime_state>());
     std::atexit([] {
       try {
-        write_outputs();
+        runtime::default_instance().write_outputs();
       } catch (const std::exception& e) {
         std::fprintf(stderr, "%s\n", e.what());
       }
@@ -49,6 +65,16 @@ runtime_state& state() {
   }();
   return *s;
 }
+
+/// A thread's graphs: the default runtime's, and one per active runtime::use.
+struct thread_graphs {
+  std::shared_ptr<detail::graph> base;
+  std::vector<std::shared_ptr<detail::graph>> used;
+};
+thread_local thread_graphs this_thread;
+
+/// The runtime the calling thread's calls go to.
+runtime_state& current_state() { return detail::current_graph()->runtime(); }
 
 const config& config_locked(runtime_state& s) {
   if (!s.configured) {
@@ -145,59 +171,112 @@ bool progress_wanted(const config& c) {
 
 }  // namespace
 
-const config& current_config() {
-  auto& s = state();
-  std::lock_guard lock(s.mutex);
-  return config_locked(s);
-}
+const config& current_config() { return runtime::current().configuration(); }
 
 void set_config(const config& c) { set_config(c, config_origin("set_config")); }
 
-void set_config(const config& c, const config_origin& origin) {
+void set_config(const config& c, const config_origin& origin) { runtime::current().configure(c, origin); }
+
+device& current_device() { return runtime::current().main_device(); }
+
+device& host_device() { return runtime::current().host(); }
+
+std::vector<stage_report> reports() { return runtime::current().reports(); }
+
+void clear_reports() { runtime::current().clear_reports(); }
+
+void write_outputs() { runtime::current().write_outputs(); }
+
+// ---- runtime ---------------------------------------------------------------------
+
+runtime::runtime(std::shared_ptr<detail::runtime_state> s) : state_(std::move(s)) {}
+
+runtime::runtime(const config& c) : runtime(c, config_origin("oa::runtime")) {}
+
+runtime::runtime(const config& c, const config_origin& origin) : state_(std::make_shared<runtime_state>()) {
+  validate(c, origin);
+  state_->cfg = c;
+  state_->origin = origin;
+  state_->configured = true;
+}
+
+runtime::~runtime() = default;
+
+runtime& runtime::default_instance() {
+  static runtime* r = new runtime(default_state());  // never destroyed, like its state
+  return *r;
+}
+
+runtime& runtime::current() {
+  runtime_state& s = current_state();
+  if (&s == default_state().get()) return default_instance();
+  // A runtime::use is active: find its runtime object.
+  return *use::innermost();
+}
+
+const config& runtime::configuration() const {
+  std::lock_guard lock(state_->mutex);
+  return config_locked(*state_);
+}
+
+void runtime::configure(const config& c, const config_origin& origin) {
   validate(c, origin);  // before anything changes: a bad config leaves the old one in place
-  // Pending calls run under the old configuration; their errors stay for
-  // the next evaluate() (or get()) to report.
-  detail::evaluate(*detail::current_graph());
-  auto& s = state();
-  std::lock_guard lock(s.mutex);
-  s.cfg = c;
-  s.origin = origin;
-  s.configured = true;
-  s.resident.reset();
-  s.main_device.reset();
-  s.device_failed.clear();
+  // This thread's pending calls for this runtime run under the old
+  // configuration; their errors stay for the next evaluate() (or get()).
+  if (&detail::current_graph()->runtime() == state_.get()) detail::evaluate(*detail::current_graph());
+  std::lock_guard lock(state_->mutex);
+  state_->cfg = c;
+  state_->origin = origin;
+  state_->configured = true;
+  state_->resident.reset();
+  state_->main_device.reset();
+  state_->device_failed.clear();
 }
 
-device& current_device() {
-  auto& s = state();
-  std::lock_guard lock(s.mutex);
-  return device_locked(s);
+device& runtime::main_device() {
+  std::lock_guard lock(state_->mutex);
+  return device_locked(*state_);
 }
 
-device& host_device() {
-  auto& s = state();
-  std::lock_guard lock(s.mutex);
-  return host_locked(s);
+device& runtime::host() {
+  std::lock_guard lock(state_->mutex);
+  return host_locked(*state_);
 }
 
-std::vector<stage_report> reports() {
-  auto& s = state();
-  std::lock_guard lock(s.mutex);
-  return s.log.stages;
+std::vector<stage_report> runtime::reports() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->log.stages;
 }
 
-void clear_reports() {
-  auto& s = state();
-  std::lock_guard lock(s.mutex);
-  s.log.clear();
+void runtime::clear_reports() {
+  std::lock_guard lock(state_->mutex);
+  state_->log.clear();
 }
 
-void write_outputs() {
-  auto& s = state();
-  std::lock_guard lock(s.mutex);
-  if (!s.configured) return;
-  if (!s.cfg.report.empty()) write_report_json(s.cfg.report, s.log);
-  if (!s.cfg.trace.empty()) write_trace_json(s.cfg.trace, s.log.trace);
+void runtime::write_outputs() {
+  std::lock_guard lock(state_->mutex);
+  if (!state_->configured) return;
+  if (!state_->cfg.report.empty()) write_report_json(state_->cfg.report, state_->log);
+  if (!state_->cfg.trace.empty()) write_trace_json(state_->cfg.trace, state_->log.trace);
+}
+
+namespace {
+thread_local std::vector<runtime*> used_runtimes;  // runtime::use's, innermost last
+}
+
+runtime* runtime::use::innermost() noexcept { return used_runtimes.empty() ? nullptr : used_runtimes.back(); }
+
+runtime::use::use(runtime& rt) : rt_(rt) {
+  this_thread.used.push_back(std::make_shared<detail::graph>(rt.state_));
+  used_runtimes.push_back(&rt);
+}
+
+runtime::use::~use() noexcept(false) {
+  std::shared_ptr<detail::graph> g = this_thread.used.back();
+  this_thread.used.pop_back();
+  used_runtimes.pop_back();
+  detail::evaluate(*g);
+  if (std::uncaught_exceptions() <= uncaught_) detail::rethrow_failures(*g, "oa::runtime::use");
 }
 
 void evaluate() {
@@ -217,8 +296,9 @@ scope::~scope() noexcept(false) {
 namespace detail {
 
 std::shared_ptr<graph> current_graph() {
-  thread_local std::shared_ptr<graph> g = std::make_shared<graph>();
-  return g;
+  if (!this_thread.used.empty()) return this_thread.used.back();
+  if (!this_thread.base) this_thread.base = std::make_shared<graph>(default_state());
+  return this_thread.base;
 }
 
 void note_delivered(const value_state& v) noexcept {
@@ -242,12 +322,11 @@ void rethrow_failures(graph& g, const char* where) {
   std::rethrow_exception(f.front().error);
 }
 
-void report_unobserved(const graph::failure& f) noexcept {
+void report_unobserved(runtime_state& s, const graph::failure& f) noexcept {
   const std::string what = describe_failure(f);
   std::fprintf(stderr, "oa: an error that no caller received (the call's results were never asked for): %s\n",
                what.c_str());
   try {
-    auto& s = state();
     std::lock_guard lock(s.mutex);
     s.log.unobserved_errors.push_back(what);
   } catch (...) {
@@ -303,7 +382,7 @@ void evaluate(graph& g) {
   std::vector<call_node> nodes = g.take_pending();
   if (nodes.empty()) return;
 
-  auto& st = state();
+  runtime_state& st = g.runtime();
   // One evaluation at a time runs on the devices.
   std::lock_guard lock(st.mutex);
   const config& c = config_locked(st);

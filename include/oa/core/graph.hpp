@@ -25,6 +25,7 @@ namespace oa::detail {
 
 class graph;
 struct value_state;
+struct runtime_state;  // an oa::runtime's devices, configuration and log
 
 /// What the engine needs of a (split type, value type) pair.
 struct value_ops {
@@ -134,7 +135,8 @@ class graph : public std::enable_shared_from_this<graph> {
     std::string message;
   };
 
-  graph() = default;
+  /// The graph of calls recorded for runtime `rt` (its devices run them).
+  explicit graph(std::shared_ptr<runtime_state> rt) : runtime_(std::move(rt)) {}
   graph(const graph&) = delete;
   graph& operator=(const graph&) = delete;
   /// Failures nobody received are reported (stderr and the run report).
@@ -163,8 +165,10 @@ class graph : public std::enable_shared_from_this<graph> {
   void delivered(const std::exception_ptr& e);
   std::vector<failure> take_failures();
   std::recursive_mutex& mutex() const { return mutex_; }
+  runtime_state& runtime() const noexcept { return *runtime_; }
 
  private:
+  std::shared_ptr<runtime_state> runtime_;  // kept alive while calls or errors may need it
   mutable std::recursive_mutex mutex_;
   std::vector<call_node> nodes_;
   std::unordered_map<void*, value_ptr> user_versions_;
@@ -172,6 +176,6 @@ class graph : public std::enable_shared_from_this<graph> {
 };
 
 /// Reports a failure that no caller received (defined by the runtime).
-void report_unobserved(const graph::failure& f) noexcept;
+void report_unobserved(runtime_state& rt, const graph::failure& f) noexcept;
 
 }  // namespace oa::detail

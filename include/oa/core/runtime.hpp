@@ -1,6 +1,6 @@
 #pragma once
-// The runtime: one per process. It owns the configuration, the devices and
-// the log of what ran; each thread records its calls in its own graph.
+// Runtimes: each owns a configuration, its devices and the log of what ran;
+// each thread records its calls in a graph of its current runtime.
 
 #include <exception>
 #include <memory>
@@ -13,6 +13,74 @@
 #include "oa/core/report.hpp"
 
 namespace oa {
+
+namespace detail {
+struct runtime_state;
+}
+
+/// A runtime: a configuration, the devices made from it (the one stages are
+/// offered to, and the host), the values kept on them between stages, and
+/// the log of what ran. Programs that make none use the default runtime,
+/// configured from OA_CONFIG and OA_* at first use. An oa::runtime::use makes
+/// a runtime the one the calling thread's calls go to; the free functions
+/// below (set_config, current_device, reports, ...) act on the thread's
+/// current runtime. A runtime's devices stay until the last call recorded for
+/// it has run, even after the runtime object is gone.
+///
+///   oa::runtime gpu(gpu_config), cpu(cpu_config);
+///   {
+///     oa::runtime::use on(gpu);   // calls below run on gpu's device
+///     auto y = f(x);
+///   }                             // evaluated here, errors thrown
+class runtime {
+ public:
+  /// A runtime of its own; `c` is validated first (oa::config_error names
+  /// the bad setting). Devices are made at first use.
+  explicit runtime(const config& c);
+  runtime(const config& c, const config_origin& origin);
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  /// The runtime of programs that make none.
+  static runtime& default_instance();
+  /// The calling thread's current runtime: the innermost use, else the default.
+  static runtime& current();
+
+  const config& configuration() const;
+  /// Replaces the configuration; devices are made again at next use. This
+  /// thread's pending calls for this runtime run first, under the old one.
+  void configure(const config& c, const config_origin& origin = config_origin("oa::runtime::configure"));
+  /// The device stages are offered to (config::device), made on first use.
+  device& main_device();
+  /// The host device: small stages, CPU-only calls, re-runs after faults.
+  device& host();
+  std::vector<stage_report> reports() const;
+  void clear_reports();
+  /// Writes the configuration's report and trace files now.
+  void write_outputs();
+
+  /// While alive, the calling thread's calls go to `rt`. At its end they are
+  /// evaluated and, unless an exception is propagating, the first error no
+  /// get() received is thrown, as oa::scope does. Uses nest.
+  class use {
+   public:
+    explicit use(runtime& rt);
+    ~use() noexcept(false);
+    use(const use&) = delete;
+    use& operator=(const use&) = delete;
+
+   private:
+    friend class runtime;
+    static runtime* innermost() noexcept;
+    runtime& rt_;
+    int uncaught_ = std::uncaught_exceptions();
+  };
+
+ private:
+  explicit runtime(std::shared_ptr<detail::runtime_state> s);
+  std::shared_ptr<detail::runtime_state> state_;
+};
 
 /// Evaluates every call this thread has recorded, then throws the first
 /// error (program order) of a call that no get() has rethrown yet, with its
@@ -34,7 +102,8 @@ class scope {
   int uncaught_ = std::uncaught_exceptions();
 };
 
-/// The process-wide configuration (from OA_CONFIG and OA_* at first use).
+/// The current runtime's configuration (the default runtime's: from
+/// OA_CONFIG and OA_* at first use).
 const config& current_config();
 /// Replaces the configuration; devices are re-created on next use. Pending
 /// calls are evaluated first, under the old configuration. The whole config
