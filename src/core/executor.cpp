@@ -11,6 +11,7 @@
 
 #include "core/kernel_source.hpp"
 #include "core/progress.hpp"
+#include "core/stage_plan.hpp"
 #include "oa/core/error.hpp"
 
 namespace oa::detail {
@@ -18,10 +19,6 @@ namespace oa::detail {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-/// Blocks of a fused kernel per chunk: enough to fill a large GPU, few
-/// enough that reduction partials stay small.
-constexpr std::size_t max_blocks_per_chunk = 1024;
 
 std::size_t c_type_size(const std::string& t) {
   if (t == "double" || t == "long long" || t == "unsigned long long") return 8;
@@ -258,17 +255,6 @@ stage cancel_failed(const stage& s, const std::vector<call_node>& nodes) {
   return kept;
 }
 
-namespace {
-
-std::string largest_unit(const stage_layout& L) {
-  const stage_value* big = nullptr;
-  for (const auto& v : L.values)
-    if (!big || v.v->shape.unit_bytes() > big->v->shape.unit_bytes()) big = &v;
-  if (!big) return {};
-  return "; largest unit: " + big->v->label + ", " + std::to_string(big->v->shape.unit_bytes()) + " bytes";
-}
-
-}  // namespace
 
 stage_report report_for(const stage& s, const std::vector<call_node>& nodes, const device& dev,
                         const run_options& opt) {
@@ -514,64 +500,27 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (s.calls.empty()) return rep;
   check_caller_objects(s, nodes);
 
-  const bool in_place = dev.host_accessible();
-  const bool fused = !in_place && dev.compiles_kernels();
-  // The calls' device functions where the device runs them (their host twins
-  // on the emulated device), else their CPU functions.
-  const bool twins = s.device_capable && dev.runs_device_functions();
-  const stage_layout L =
-      layout_stage(s, nodes, in_place ? placement_mode::in_place : fused ? placement_mode::fused : placement_mode::staged,
-                   needed_on_host);
-  const std::string what = opt.stage_name + " [" + describe(s, nodes) + "] on " + dev.name();
-
-  // A fused stage is one generated kernel; its reductions leave one partial
-  // per block, so each chunk has up to max_blocks_per_chunk entries of each.
-  std::optional<kernel_source> ks;
-  std::shared_ptr<const std::string> source;
-  if (fused) {
-    ks = generate_kernel(s, nodes, L);
-    source = std::make_shared<const std::string>(ks->code);
-  }
-  const std::size_t entries = fused ? max_blocks_per_chunk : 1;
-  std::vector<std::size_t> partial_offsets;  // reduction r's entries within a chunk's partial area
-  {
-    std::size_t prefix = 0;
-    for (value_state* r : L.reductions) {
-      partial_offsets.push_back(entries * prefix);
-      prefix += r->ops->partial_bytes;
-    }
-  }
-  const std::size_t chunk_partial_bytes = entries * L.partial_bytes;
+  const stage_plan P = plan_stage(s, nodes, needed_on_host, dev, opt);
+  const bool in_place = P.mode == placement_mode::in_place;
+  const bool fused = P.mode == placement_mode::fused;
+  const bool twins = P.twins;
+  const stage_layout& L = P.layout;
+  const std::string& what = P.what;
+  const std::optional<kernel_source>& ks = P.kernel;
+  const std::shared_ptr<const std::string>& source = P.source;
+  const std::vector<std::size_t>& partial_offsets = P.partial_offsets;
+  const std::size_t chunk_partial_bytes = P.chunk_partial_bytes;
+  const std::vector<residency::entry*>& resident_in = P.resident_in;
+  const slot_memory& slot_mem = P.slot_mem;
+  const std::size_t bytes_per_unit = P.bytes_per_unit;
+  chunk_plan plan = P.chunks;  // smaller when the device runs out of memory: re-planned below
+  int nslots = P.slots;
 
   // Host storage of results, created uninitialised and filled chunk by chunk.
   for (const auto& v : L.values)
     if (v.cls == value_class::output && !v.v->object)
       v.v->owned = v.v->ops->make(v.v->shape, v.v->state.get(), v.v->object);
   for (value_state* r : L.reductions) r->owned = r->ops->make(r->shape, r->state.get(), r->object);
-
-  // Inputs with a copy on this device are read there instead of copied in
-  // (staged stages; the runtime writes back what other stages read), unless
-  // a call of the stage updates them in place. Resident bytes are taken out
-  // of the budget.
-  std::vector<residency::entry*> resident_in(L.values.size(), nullptr);
-  if (opt.resident && !in_place && !fused) {
-    std::unordered_set<const value_state*> updated;
-    for (int c : s.calls)
-      for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
-        if (a.role == arg_role::mut) updated.insert(a.value.get());
-    for (std::size_t k = 0; k < L.values.size(); ++k)
-      if (L.values[k].cls == value_class::input && L.values[k].buffer >= 0 && !updated.count(L.values[k].v))
-        resident_in[k] = opt.resident->find(L.values[k].v);
-  }
-  const std::size_t reserved = opt.resident ? std::min(opt.resident->pinned_bytes(), dev.memory_budget()) : 0;
-
-  const std::size_t bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
-  const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
-  slot_memory slot_mem{in_place ? std::vector<std::size_t>{L.working_bytes_per_unit} : L.buffer_unit_bytes,
-                       in_place ? 0 : chunk_partial_bytes, in_place ? 1 : dev.allocation_granularity()};
-  chunk_plan plan = plan_chunks(s.units, slot_mem, dev.memory_budget() - reserved, want_streams, opt.chunk_bytes,
-                                what + largest_unit(L));
-  int nslots = opt.sequential ? 1 : std::max(plan.streams, 1);
 
   dev.set_recording(true);
   (void)dev.take_records();
@@ -605,11 +554,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
         break;
       } catch (const device_out_of_memory&) {
         for (auto& sl : guard.slots) sl.release();
-        if (plan.chunk_units > 1) {
-          plan.chunk_units = (plan.chunk_units + 1) / 2;
-        } else if (nslots > 1) {
-          nslots = (nslots + 1) / 2;
-        } else {
+        if (!P.shrink(plan, nslots)) {
           throw plan_error("oa: " + what + ": the device could not allocate one unit on one stream (" +
                            std::to_string(slot_mem.bytes(1)) + " bytes) within its budget of " +
                            std::to_string(dev.memory_budget()) + " bytes");

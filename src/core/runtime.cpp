@@ -11,6 +11,7 @@
 #include "core/executor.hpp"
 #include "core/planner.hpp"
 #include "core/residency.hpp"
+#include "core/stage_plan.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/lazy.hpp"
 
@@ -416,40 +417,9 @@ void evaluate(graph& g) {
     try {
       device& dev = device_locked(st);
       device& host = host_locked(st);
-      device* where = &dev;
-      if (dev.kind() == device_kind::host) {
-        opt.placement_reason = "host device selected";
-      } else if (!st.device_failed.empty()) {
-        where = &host;
-        opt.placement_reason = "the device failed earlier: " + st.device_failed;
-      } else if (!s.device_capable) {
-        where = &host;
-        std::string cpu_only;
-        for (int n : s.calls)
-          if (!nodes[static_cast<std::size_t>(n)].device_twin) cpu_only = nodes[static_cast<std::size_t>(n)].name;
-        opt.placement_reason = "'" + cpu_only + "' has no device function";
-      } else if (s.contraction) {
-        const contraction_desc& d = *nodes[static_cast<std::size_t>(s.calls.front())].contraction;
-        const std::size_t bytes = (d.m * d.k + d.k * d.n + d.m * d.n) * d.elem_bytes;
-        if (dev.kind() == device_kind::cuda && !d.device) {
-          where = &host;
-          opt.placement_reason = "'" + nodes[static_cast<std::size_t>(s.calls.front())].name + "' has no GPU entry";
-        } else if (bytes < c.host_threshold) {
-          where = &host;
-          opt.placement_reason = "small product: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD";
-        } else {
-          opt.placement_reason = "a product, tiled for the device's budget";
-        }
-      } else {
-        const stage_layout probe = layout_stage(s, nodes, placement_mode::staged, needed);
-        const std::size_t bytes = s.units * probe.working_bytes_per_unit;
-        if (bytes < c.host_threshold) {
-          where = &host;
-          opt.placement_reason = "small stage: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD";
-        } else {
-          opt.placement_reason = "every call has a device function";
-        }
-      }
+      const placement place = place_stage(s, nodes, needed, dev, host, c.host_threshold, st.device_failed);
+      device* where = place.where;
+      opt.placement_reason = place.reason;
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
       prepare_residency(*st.resident, s, nodes, i, where == &dev, opt, read_from, demanded);
       const std::size_t evicted_before = st.resident->evicted_bytes();

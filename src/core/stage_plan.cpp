@@ -1,0 +1,107 @@
+#include "core/stage_plan.hpp"
+
+#include <algorithm>
+
+namespace oa::detail {
+
+namespace {
+
+std::string largest_unit(const stage_layout& L) {
+  const stage_value* big = nullptr;
+  for (const auto& v : L.values)
+    if (!big || v.v->shape.unit_bytes() > big->v->shape.unit_bytes()) big = &v;
+  if (!big) return {};
+  return "; largest unit: " + big->v->label + ", " + std::to_string(big->v->shape.unit_bytes()) + " bytes";
+}
+
+}  // namespace
+
+placement place_stage(const stage& s, const std::vector<call_node>& nodes,
+                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
+                      std::size_t host_threshold, const std::string& device_failed) {
+  const auto node = [&](int n) -> const call_node& { return nodes[static_cast<std::size_t>(n)]; };
+  if (dev.kind() == device_kind::host) return {&dev, "host device selected"};
+  if (!device_failed.empty()) return {&host, "the device failed earlier: " + device_failed};
+  if (!s.device_capable) {
+    std::string cpu_only;
+    for (int n : s.calls)
+      if (!node(n).device_twin && !node(n).contraction) cpu_only = node(n).name;
+    return {&host, "'" + cpu_only + "' has no device function"};
+  }
+  if (s.contraction) {
+    const contraction_desc& d = *node(s.calls.front()).contraction;
+    const std::size_t bytes = (d.m * d.k + d.k * d.n + d.m * d.n) * d.elem_bytes;
+    if (dev.kind() == device_kind::cuda && !d.device) return {&host, "'" + node(s.calls.front()).name + "' has no GPU entry"};
+    if (bytes < host_threshold)
+      return {&host, "small product: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD"};
+    return {&dev, "a product, tiled for the device's budget"};
+  }
+  const std::size_t bytes = s.units * layout_stage(s, nodes, placement_mode::staged, needed_on_host).working_bytes_per_unit;
+  if (bytes < host_threshold)
+    return {&host, "small stage: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD"};
+  return {&dev, "every call has a device function"};
+}
+
+bool stage_plan::shrink(chunk_plan& c, int& nslots) const {
+  if (c.chunk_units > 1)
+    c.chunk_units = (c.chunk_units + 1) / 2;
+  else if (nslots > 1)
+    nslots = (nslots + 1) / 2;
+  else
+    return false;
+  return true;
+}
+
+stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
+                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, const run_options& opt) {
+  stage_plan p;
+  p.dev = &dev;
+  const bool in_place = dev.host_accessible();
+  const bool fused = !in_place && dev.compiles_kernels();
+  p.mode = in_place ? placement_mode::in_place : fused ? placement_mode::fused : placement_mode::staged;
+  p.twins = s.device_capable && dev.runs_device_functions();
+  p.layout = layout_stage(s, nodes, p.mode, needed_on_host);
+  const stage_layout& L = p.layout;
+  p.what = opt.stage_name + " [" + describe(s, nodes) + "] on " + dev.name();
+
+  // A fused stage is one generated kernel; its reductions leave one partial
+  // per block, so each chunk has up to max_blocks_per_chunk entries of each.
+  if (fused) {
+    p.kernel = generate_kernel(s, nodes, L);
+    p.source = std::make_shared<const std::string>(p.kernel->code);
+  }
+  const std::size_t entries = fused ? max_blocks_per_chunk : 1;
+  std::size_t prefix = 0;
+  for (value_state* r : L.reductions) {
+    p.partial_offsets.push_back(entries * prefix);
+    prefix += r->ops->partial_bytes;
+  }
+  p.chunk_partial_bytes = entries * L.partial_bytes;
+
+  // Inputs with a copy on this device are read there instead of copied in
+  // (staged stages; the runtime writes back what other stages read), unless
+  // a call of the stage updates them in place. The pinned copies' bytes are
+  // taken out of the budget.
+  p.resident_in.assign(L.values.size(), nullptr);
+  if (opt.resident && p.mode == placement_mode::staged) {
+    std::unordered_set<const value_state*> updated;
+    for (int c : s.calls)
+      for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
+        if (a.role == arg_role::mut) updated.insert(a.value.get());
+    for (std::size_t k = 0; k < L.values.size(); ++k)
+      if (L.values[k].cls == value_class::input && L.values[k].buffer >= 0 && !updated.count(L.values[k].v))
+        p.resident_in[k] = opt.resident->find(L.values[k].v);
+  }
+  const std::size_t reserved = opt.resident ? std::min(opt.resident->pinned_bytes(), dev.memory_budget()) : 0;
+
+  p.bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
+  const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
+  p.slot_mem = {in_place ? std::vector<std::size_t>{L.working_bytes_per_unit} : L.buffer_unit_bytes,
+                in_place ? 0 : p.chunk_partial_bytes, in_place ? 1 : dev.allocation_granularity()};
+  p.chunks = plan_chunks(s.units, p.slot_mem, dev.memory_budget() - reserved, want_streams, opt.chunk_bytes,
+                         p.what + largest_unit(L));
+  p.slots = opt.sequential ? 1 : std::max(p.chunks.streams, 1);
+  return p;
+}
+
+}  // namespace oa::detail

@@ -1,0 +1,63 @@
+#pragma once
+// A stage's plan: everything decided about it before it runs (where, how
+// its values are laid out, its generated kernel, its chunks and pipeline
+// slots). The executor only runs plans; an out-of-memory re-plans smaller.
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/executor.hpp"
+#include "core/kernel_source.hpp"
+#include "core/planner.hpp"
+#include "core/residency.hpp"
+
+namespace oa::detail {
+
+/// Blocks of a fused kernel per chunk: enough to fill a large GPU, few
+/// enough that reduction partials stay small.
+constexpr std::size_t max_blocks_per_chunk = 1024;
+
+struct stage_plan {
+  device* dev = nullptr;
+  placement_mode mode = placement_mode::staged;
+  bool twins = false;  // the calls' device functions (host twins on the emulated device), else CPU functions
+  stage_layout layout;
+  std::optional<kernel_source> kernel;  // fused: the stage as one generated kernel
+  std::shared_ptr<const std::string> source;
+  std::vector<std::size_t> partial_offsets;  // each reduction's entries within a chunk's partial area
+  std::size_t chunk_partial_bytes = 0;       // per chunk: up to max_blocks_per_chunk entries when fused
+  std::vector<residency::entry*> resident_in;  // per value: the resident copy read in place of copying in
+  slot_memory slot_mem;
+  chunk_plan chunks;
+  int slots = 1;                 // pipeline slots (one per stream)
+  std::size_t bytes_per_unit = 0;
+  std::string what;              // "stage 2/3 [vm::add, vm::mul] on emulated", for messages
+
+  /// After an out-of-memory: half the chunk, then half the slots. False at
+  /// one unit on one slot: nothing smaller to try.
+  bool shrink(chunk_plan& c, int& nslots) const;
+};
+
+/// Where a stage runs, and why.
+struct placement {
+  device* where = nullptr;
+  std::string reason;
+};
+
+/// The main device `dev`, unless it is the host device, it failed earlier
+/// (`device_failed` says how), a call has no device function (no GPU entry,
+/// for a product on a GPU), or the stage touches fewer bytes than
+/// `host_threshold`: then `host`. Decided once per stage.
+placement place_stage(const stage& s, const std::vector<call_node>& nodes,
+                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
+                      std::size_t host_threshold, const std::string& device_failed);
+
+/// Plans stage `s` (its cancelled calls already left out) on `dev`.
+/// Throws oa::plan_error when the budget cannot hold one unit on one stream.
+stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
+                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, const run_options& opt);
+
+}  // namespace oa::detail
