@@ -79,21 +79,16 @@ class c_backup {
 /// Streams of one stage, destroyed (after their work) on every path.
 struct stream_set {
   explicit stream_set(device& d) : dev(d) {}
-  stream_set(const stream_set&) = delete;
-  stream_set& operator=(const stream_set&) = delete;
-  ~stream_set() {
-    for (stream_id s : ids) dev.destroy_stream(s);
-  }
   stream_id add() {
-    ids.push_back(dev.create_stream());
-    return ids.back();
+    streams.emplace_back(dev);
+    return streams.back().id();
   }
   /// Waits for every stream; returns the first error and clears them all.
   std::exception_ptr drain() noexcept {
     std::exception_ptr first;
-    for (stream_id s : ids) {
+    for (const oa::stream& s : streams) {
       try {
-        dev.synchronize(s);
+        dev.synchronize(s.id());
       } catch (...) {
         if (!first) first = std::current_exception();
       }
@@ -101,7 +96,7 @@ struct stream_set {
     return first;
   }
   device& dev;
-  std::vector<stream_id> ids;
+  std::vector<oa::stream> streams;
 };
 
 /// Host memory a stage copies from and to, offered to the device to pin.

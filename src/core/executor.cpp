@@ -31,44 +31,29 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-/// Device memory of one pipeline slot, returned to the device on scope exit.
+/// One pipeline slot: its stream and the device memory its chunks use. The
+/// stream is declared last, so it goes first, after its work: the memory is
+/// freed only once nothing queued can touch it.
 struct slot {
-  device* dev = nullptr;
-  stream_id stream = -1;
-  std::vector<std::byte*> buffers;
-  std::vector<std::size_t> sizes;
+  std::vector<device_buffer> memory;  // the layout's buffers, then the reduction partials
+  std::vector<std::byte*> buffers;    // their addresses, per layout buffer
   std::byte* partials = nullptr;
-  std::size_t partial_bytes = 0;
+  oa::stream stream;
 
   void release() noexcept {
-    for (std::size_t i = 0; i < buffers.size(); ++i) dev->deallocate(buffers[i], sizes[i]);
+    stream.reset();
     buffers.clear();
-    sizes.clear();
-    if (partials) dev->deallocate(partials, partial_bytes);
     partials = nullptr;
+    memory.clear();
   }
 };
 
+/// The slots of a stage, released on every path (each after its work).
 struct slots_guard {
-  explicit slots_guard(device& d) : dev(d) {}
-  slots_guard(const slots_guard&) = delete;
-  slots_guard& operator=(const slots_guard&) = delete;
-  device& dev;
   std::vector<slot> slots;
-  ~slots_guard() {
-    // Work still queued (an exception left the loop) must finish before its
-    // memory goes back to the device.
-    for (auto& s : slots) {
-      if (s.stream < 0) continue;
-      try {
-        dev.synchronize(s.stream);
-      } catch (...) {  // errors were collected per chunk already
-      }
-    }
-    for (auto& s : slots) {
-      s.release();
-      if (s.stream >= 0) dev.destroy_stream(s.stream);
-    }
+  void assign(std::size_t n) {
+    slots.clear();
+    slots.resize(n);
   }
 };
 
@@ -81,15 +66,15 @@ struct host_memory_guard {
   }
 };
 
-void allocate_slot(slot& s, const stage_layout& L, std::size_t chunk_units, std::size_t device_partial_bytes) {
+void allocate_slot(device& dev, slot& s, const stage_layout& L, std::size_t chunk_units,
+                   std::size_t device_partial_bytes) {
   for (std::size_t ub : L.buffer_unit_bytes) {
-    const std::size_t bytes = std::max<std::size_t>(ub * chunk_units, 1);
-    s.buffers.push_back(static_cast<std::byte*>(s.dev->allocate(bytes)));
-    s.sizes.push_back(bytes);
+    s.memory.emplace_back(dev, std::max<std::size_t>(ub * chunk_units, 1));
+    s.buffers.push_back(s.memory.back().data());
   }
   if (device_partial_bytes) {
-    s.partials = static_cast<std::byte*>(s.dev->allocate(device_partial_bytes));
-    s.partial_bytes = device_partial_bytes;
+    s.memory.emplace_back(dev, device_partial_bytes);
+    s.partials = s.memory.back().data();
   }
 }
 
@@ -438,14 +423,12 @@ std::exception_ptr rerun_on_host(device& host, const stage& s, const std::vector
   std::vector<event> done(which.size());
   std::exception_ptr first;
   {
-    slots_guard guard(host);  // declared after what its queued work touches
+    slots_guard guard;  // declared after what its queued work touches
     try {
-      slot blank;
-      blank.dev = &host;
-      guard.slots.assign(nstreams, blank);
+      guard.assign(nstreams);
       for (auto& sl : guard.slots) {
-        allocate_slot(sl, HL, chunk_units, 0);
-        sl.stream = host.create_stream();
+        allocate_slot(host, sl, HL, chunk_units, 0);
+        sl.stream = oa::stream(host);
       }
       for (std::size_t k = 0; k < which.size(); ++k) {
         const slot& sl = guard.slots[k % nstreams];
@@ -454,8 +437,8 @@ std::exception_ptr rerun_on_host(device& host, const stage& s, const std::vector
         launch l{"host re-run", [&s, &nodes, &HL, regs = chunk_regions(HL, sl.buffers, r), r, partial](const stream_view&) {
                    run_chunk(s, nodes, HL, regs, r, partial, false);
                  }, {}};
-        host.launch_async(std::move(l), sl.stream);
-        done[k] = host.record_event(sl.stream);
+        host.launch_async(std::move(l), sl.stream.id());
+        done[k] = host.record_event(sl.stream.id());
       }
     } catch (...) {
       first = std::current_exception();
@@ -463,11 +446,7 @@ std::exception_ptr rerun_on_host(device& host, const stage& s, const std::vector
     for (const event& e : done)
       if (e)
         if (std::exception_ptr err = host.synchronize_event(e); err && !first) first = err;
-    for (auto& sl : guard.slots)
-      if (sl.stream >= 0) try {
-          host.synchronize(sl.stream);  // clears the stream's error
-        } catch (...) {
-        }
+    for (auto& sl : guard.slots) sl.stream.reset();  // waits; errors were taken from the events
   }
   for (std::size_t k = 0; k < which.size(); ++k) {
     std::size_t prefix = 0;
@@ -536,7 +515,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   undo_log undo(s, nodes);
   host_memory_guard pinned_memory{dev, {}};  // outlives the slots: unpinned after their work is done
   std::optional<slots_guard> guard_storage;
-  slots_guard& guard = guard_storage.emplace(dev);
+  slots_guard& guard = guard_storage.emplace();
 
   std::vector<std::size_t> faulted;  // chunks to run again on the host
   std::exception_ptr stage_error;    // an error of a call: the stage fails
@@ -547,10 +526,8 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
     // Device memory for every slot; on out-of-memory, smaller chunks, then fewer slots.
     for (;;) {
       try {
-        slot blank;
-        blank.dev = &dev;
-        guard.slots.assign(static_cast<std::size_t>(nslots), blank);
-        for (auto& sl : guard.slots) allocate_slot(sl, L, plan.chunk_units, in_place ? 0 : chunk_partial_bytes);
+        guard.assign(static_cast<std::size_t>(nslots));
+        for (auto& sl : guard.slots) allocate_slot(dev, sl, L, plan.chunk_units, in_place ? 0 : chunk_partial_bytes);
         break;
       } catch (const device_out_of_memory&) {
         for (auto& sl : guard.slots) sl.release();
@@ -584,7 +561,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
     if (!err) return;
     const slot& sl = guard.slots[opt.sequential ? 0 : j % guard.slots.size()];
     try {
-      dev.synchronize(sl.stream);  // clears the stream's error
+      dev.synchronize(sl.stream.id());  // clears the stream's error
     } catch (...) {
     }
     try {
@@ -599,7 +576,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (!lost) {
     progress_line progress(opt.progress, "oa: " + what, nchunks);
     try {
-      for (auto& sl : guard.slots) sl.stream = dev.create_stream();
+      for (auto& sl : guard.slots) sl.stream = oa::stream(dev);
       // Host storage the stage copies from and to, offered to the device to pin.
       if (!in_place && s.units > 0) {
         for (const auto& v : L.values) {
@@ -638,7 +615,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
               regs[k] = residency::in_copy(*resident_in[k], host_chunk);
               rep.resident_bytes_saved += host_chunk.bytes();
             } else {
-              dev.copy_to_device_async(regs[k], host_chunk, sl.stream);
+              dev.copy_to_device_async(regs[k], host_chunk, sl.stream.id());
             }
           }
         }
@@ -660,20 +637,20 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
             run_chunk(s, nodes, L, regs, r, kernel_partial, twins);
           };
         }
-        dev.launch_async(std::move(k), sl.stream);
+        dev.launch_async(std::move(k), sl.stream.id());
         if (!in_place) {
           for (std::size_t k = 0; k < L.values.size(); ++k) {
             const stage_value& v = L.values[k];
             if (v.cls == value_class::output && v.buffer >= 0)
-              dev.copy_to_host_async(v.v->ops->host_region(v.v->object, r), regs[k], sl.stream);
+              dev.copy_to_host_async(v.v->ops->host_region(v.v->object, r), regs[k], sl.stream.id());
           }
           for (std::size_t q = 0; q < L.reductions.size(); ++q) {
             const std::size_t bytes = partial_entries[i] * L.reductions[q]->ops->partial_bytes;
             dev.copy_to_host_async({host_partial + partial_offsets[q], bytes, 1, bytes},
-                                   {sl.partials + partial_offsets[q], bytes, 1, bytes}, sl.stream);
+                                   {sl.partials + partial_offsets[q], bytes, 1, bytes}, sl.stream.id());
           }
         }
-        events[i] = dev.record_event(sl.stream);
+        events[i] = dev.record_event(sl.stream.id());
         submitted = i + 1;
         progress.update(i + 1);
       }

@@ -21,9 +21,9 @@ kernel_source generate_kernel(const stage& s, const std::vector<call_node>& node
   for (std::size_t i = 0; i < L.values.size(); ++i) index.emplace(L.values[i].v, static_cast<int>(i));
 
   // Parameters: element count, the buffers, lazy scalars, reduction partials.
-  k.params.push_back({kernel_param::kind::elements});
+  k.params.push_back({kernel_param::kind::elements, -1, -1, {}});
   for (std::size_t b = 0; b < L.buffer_unit_bytes.size(); ++b)
-    k.params.push_back({kernel_param::kind::buffer, static_cast<int>(b)});
+    k.params.push_back({kernel_param::kind::buffer, static_cast<int>(b), -1, {}});
   std::ostringstream sig, body, tail;
   sig << "unsigned long long n";
   for (std::size_t b = 0; b < L.buffer_unit_bytes.size(); ++b) sig << ", void* __restrict__ b" << b;

@@ -73,16 +73,10 @@ region residency::whole_region(const value_state& v) { return v.ops->host_region
 
 void residency::write_back(entry& e) {
   if (e.host_valid) return;
-  const stream_id s = dev_.create_stream();
-  try {
-    // The copy has the host layout: the same region, moved.
-    dev_.copy_to_host_async(e.host, in_copy(e, e.host), s);
-    dev_.synchronize(s);
-  } catch (...) {
-    dev_.destroy_stream(s);
-    throw;
-  }
-  dev_.destroy_stream(s);
+  const oa::stream s(dev_);
+  // The copy has the host layout: the same region, moved.
+  dev_.copy_to_host_async(e.host, in_copy(e, e.host), s.id());
+  dev_.synchronize(s.id());
   e.host_valid = true;
 }
 

@@ -169,6 +169,41 @@ class device {
   virtual double now() const = 0;
 };
 
+/// A stream with one owner: its work is waited for (errors dropped: they
+/// were the work's to report) and the stream destroyed with this object.
+class stream {
+ public:
+  stream() = default;
+  explicit stream(device& d) : dev_(&d), id_(d.create_stream()) {}
+  stream(stream&& o) noexcept : dev_(o.dev_), id_(o.id_) { o.id_ = -1; }
+  stream& operator=(stream&& o) noexcept {
+    if (this != &o) {
+      reset();
+      dev_ = o.dev_, id_ = o.id_;
+      o.id_ = -1;
+    }
+    return *this;
+  }
+  ~stream() { reset(); }
+
+  void reset() noexcept {
+    if (id_ < 0) return;
+    try {
+      dev_->synchronize(id_);
+    } catch (...) {
+    }
+    dev_->destroy_stream(id_);
+    id_ = -1;
+  }
+  stream_id id() const noexcept { return id_; }
+  stream_view view() const noexcept { return {dev_, id_}; }
+  explicit operator bool() const noexcept { return id_ >= 0; }
+
+ private:
+  device* dev_ = nullptr;
+  stream_id id_ = -1;
+};
+
 /// Device memory with one owner, given back to its device when destroyed or
 /// reset. Work queued on it must be finished by then: declare the buffer
 /// before whatever waits for that work.
