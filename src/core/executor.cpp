@@ -66,14 +66,16 @@ struct host_memory_guard {
   }
 };
 
+/// A slot's stream, then its memory, allocated in that stream's order.
 void allocate_slot(device& dev, slot& s, const stage_layout& L, std::size_t chunk_units,
                    std::size_t device_partial_bytes) {
+  s.stream = oa::stream(dev);
   for (std::size_t ub : L.buffer_unit_bytes) {
-    s.memory.emplace_back(dev, std::max<std::size_t>(ub * chunk_units, 1));
+    s.memory.emplace_back(dev, std::max<std::size_t>(ub * chunk_units, 1), s.stream.id());
     s.buffers.push_back(s.memory.back().data());
   }
   if (device_partial_bytes) {
-    s.memory.emplace_back(dev, device_partial_bytes);
+    s.memory.emplace_back(dev, device_partial_bytes, s.stream.id());
     s.partials = s.memory.back().data();
   }
 }
@@ -426,10 +428,7 @@ std::exception_ptr rerun_on_host(device& host, const stage& s, const std::vector
     slots_guard guard;  // declared after what its queued work touches
     try {
       guard.assign(nstreams);
-      for (auto& sl : guard.slots) {
-        allocate_slot(host, sl, HL, chunk_units, 0);
-        sl.stream = oa::stream(host);
-      }
+      for (auto& sl : guard.slots) allocate_slot(host, sl, HL, chunk_units, 0);
       for (std::size_t k = 0; k < which.size(); ++k) {
         const slot& sl = guard.slots[k % nstreams];
         const split::range r = ranges[which[k]];
@@ -576,7 +575,6 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (!lost) {
     progress_line progress(opt.progress, "oa: " + what, nchunks);
     try {
-      for (auto& sl : guard.slots) sl.stream = oa::stream(dev);
       // Host storage the stage copies from and to, offered to the device to pin.
       if (!in_place && s.units > 0) {
         for (const auto& v : L.values) {

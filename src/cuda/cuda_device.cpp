@@ -84,9 +84,51 @@ class nvtx_range {
   ~nvtx_range() { nvtxRangePop(); }
 };
 
+/// CUDA events made once and reused: a stage records several per chunk.
+/// Shared by the device and its events, so an event outliving the device
+/// still has somewhere to go back to.
+class event_pool {
+ public:
+  explicit event_pool(unsigned flags) : flags_(flags) {}
+  ~event_pool() {
+    for (cudaEvent_t e : free_) OA_CUDA_TRY_NOTHROW(cudaEventDestroy(e));
+  }
+  event_pool(const event_pool&) = delete;
+  event_pool& operator=(const event_pool&) = delete;
+  cudaEvent_t take() {
+    {
+      std::lock_guard lock(m_);
+      if (!free_.empty()) {
+        cudaEvent_t e = free_.back();
+        free_.pop_back();
+        return e;
+      }
+    }
+    cudaEvent_t e = nullptr;
+    OA_CUDA_TRY(cudaEventCreateWithFlags(&e, flags_));
+    return e;
+  }
+  /// Back for reuse: a later record replaces whatever it marked.
+  void give(cudaEvent_t e) noexcept {
+    if (!e) return;
+    try {
+      std::lock_guard lock(m_);
+      free_.push_back(e);
+    } catch (...) {
+      OA_CUDA_TRY_NOTHROW(cudaEventDestroy(e));
+    }
+  }
+
+ private:
+  const unsigned flags_;
+  std::mutex m_;
+  std::vector<cudaEvent_t> free_;
+};
+
 struct cuda_event final : event_state {
   cudaEvent_t e = nullptr;
-  ~cuda_event() override { OA_CUDA_TRY_NOTHROW(cudaEventDestroy(e)); }
+  std::shared_ptr<event_pool> pool;
+  ~cuda_event() override { pool->give(e); }
 };
 
 struct stream_state {
@@ -144,7 +186,11 @@ class cuda_device final : public device {
   }
 
   ~cuda_device() override {
-    OA_CUDA_TRY_NOTHROW(cudaDeviceSynchronize());
+    // This device's own streams, not the whole GPU: other users of the GPU
+    // in the process (another runtime's device) keep running.
+    for (auto& s : streams_)
+      if (s.stream) OA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(s.stream));
+    OA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(alloc_stream_));
     for (auto& op : ops_) release(op);
     for (auto& [p, bytes] : allocations_) OA_CUDA_TRY_NOTHROW(cudaFreeAsync(p, alloc_stream_));
     for (auto& s : streams_) {
@@ -182,12 +228,14 @@ class cuda_device final : public device {
     peak_ = in_use_;
   }
 
-  void* allocate(std::size_t bytes) override {
-    // Past the budget, the handler (the runtime's pager) frees what it can
-    // and the allocation is tried again while it frees something.
+  void* allocate(std::size_t bytes) override { return allocate_on(bytes, -1); }
+
+  // Past the budget, the handler (the runtime's pager) frees what it can and
+  // the allocation is tried again while it frees something.
+  void* allocate_on(std::size_t bytes, stream_id s) override {
     for (;;) {
       try {
-        return allocate_once(bytes);
+        return allocate_once(bytes, s);
       } catch (const device_out_of_memory&) {
         std::function<bool(std::size_t)> h;
         {
@@ -204,18 +252,22 @@ class cuda_device final : public device {
     oom_handler_ = std::move(h);
   }
 
-  void* allocate_once(std::size_t bytes) {
+  // On stream s the memory is ordered before the stream's later work, with
+  // no wait; memory for no stream in particular is allocated on the
+  // allocation stream and waited for, so that every stream may use it.
+  void* allocate_once(std::size_t bytes, stream_id s) {
     OA_CUDA_TRY(cudaSetDevice(opt_.ordinal));
+    const cudaStream_t on = s >= 0 ? native(s, "allocate_on") : alloc_stream_;
     std::lock_guard lock(mutex_);
     if (in_use_ + bytes > budget_) throw device_out_of_memory(name(), bytes, in_use_, budget_);
     void* p = nullptr;
-    const cudaError_t e = cudaMallocFromPoolAsync(&p, std::max<std::size_t>(bytes, 1), mem_pool_, alloc_stream_);
+    const cudaError_t e = cudaMallocFromPoolAsync(&p, std::max<std::size_t>(bytes, 1), mem_pool_, on);
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       throw device_out_of_memory(name(), bytes, in_use_, budget_);
     }
     OA_CUDA_TRY(e);
-    OA_CUDA_TRY(cudaStreamSynchronize(alloc_stream_));  // usable from every stream from now on
+    if (s < 0) OA_CUDA_TRY(cudaStreamSynchronize(alloc_stream_));
     allocations_.emplace(p, bytes);
     in_use_ += bytes;
     peak_ = std::max(peak_, in_use_);
@@ -340,7 +392,8 @@ class cuda_device final : public device {
   event record_event(stream_id s) override {
     const cudaStream_t cs = native(s, "record_event");
     auto e = std::make_shared<cuda_event>();
-    OA_CUDA_TRY(cudaEventCreateWithFlags(&e->e, cudaEventDisableTiming));
+    e->pool = sync_events_;
+    e->e = sync_events_->take();
     OA_CUDA_TRY(cudaEventRecord(e->e, cs));
     return e;
   }
@@ -482,9 +535,13 @@ class cuda_device final : public device {
       rec = recording_;
     }
     if (!rec) return work();
-    timed_op op{what, s, nullptr, nullptr, bytes, std::move(label)};
-    OA_CUDA_TRY(cudaEventCreate(&op.begin));
-    OA_CUDA_TRY(cudaEventCreate(&op.end));
+    timed_op op{what, s, timing_events_->take(), nullptr, bytes, std::move(label)};
+    try {
+      op.end = timing_events_->take();
+    } catch (...) {
+      timing_events_->give(op.begin);
+      throw;
+    }
     OA_CUDA_TRY(cudaEventRecord(op.begin, cs));
     work();
     OA_CUDA_TRY(cudaEventRecord(op.end, cs));
@@ -492,9 +549,9 @@ class cuda_device final : public device {
     ops_.push_back(std::move(op));
   }
 
-  static void release(timed_op& op) noexcept {
-    OA_CUDA_TRY_NOTHROW(cudaEventDestroy(op.begin));
-    OA_CUDA_TRY_NOTHROW(cudaEventDestroy(op.end));
+  void release(timed_op& op) noexcept {
+    timing_events_->give(op.begin);
+    timing_events_->give(op.end);
   }
 
   static cuda_event* as_cuda(const event& e, const char* fn) {
@@ -532,6 +589,8 @@ class cuda_device final : public device {
   mutable std::mutex mutex_;
   std::unordered_map<void*, std::size_t> allocations_;
   std::size_t in_use_ = 0, peak_ = 0;
+  std::shared_ptr<event_pool> sync_events_ = std::make_shared<event_pool>(cudaEventDisableTiming);
+  std::shared_ptr<event_pool> timing_events_ = std::make_shared<event_pool>(cudaEventDefault);
   std::function<bool(std::size_t)> oom_handler_;  // under mutex_
   std::vector<stream_state> streams_;
   bool recording_ = false;

@@ -136,6 +136,13 @@ class device {
   /// planner counts the same, so a plan that fits never runs out of memory.
   virtual std::size_t allocation_granularity() const noexcept { return 1; }
   virtual void* allocate(std::size_t bytes) = 0;
+  /// Memory whose first user is work on stream s: a stream-ordered device
+  /// gives it without waiting (usable on s at once, on other streams once s
+  /// has run up to here). Freed after every use has finished, as allocate's.
+  virtual void* allocate_on(std::size_t bytes, stream_id s) {
+    (void)s;
+    return allocate(bytes);
+  }
   virtual void deallocate(void* p, std::size_t bytes) noexcept = 0;
   /// Called, on the allocating thread, when an allocation would exceed the
   /// budget: it frees what it can (the runtime's pager writes back and drops
@@ -210,9 +217,12 @@ class stream {
 class device_buffer {
  public:
   device_buffer() = default;
-  /// Throws oa::device_out_of_memory past the device's budget.
+  /// Throws oa::device_out_of_memory past the device's budget. With a
+  /// stream: allocated in its order, for work on it (device::allocate_on).
   device_buffer(device& d, std::size_t bytes)
       : dev_(&d), bytes_(bytes), data_(static_cast<std::byte*>(d.allocate(bytes))) {}
+  device_buffer(device& d, std::size_t bytes, stream_id s)
+      : dev_(&d), bytes_(bytes), data_(static_cast<std::byte*>(d.allocate_on(bytes, s))) {}
   device_buffer(device_buffer&& o) noexcept : dev_(o.dev_), bytes_(o.bytes_), data_(o.data_) { o.data_ = nullptr; }
   device_buffer& operator=(device_buffer&& o) noexcept {
     if (this != &o) {
