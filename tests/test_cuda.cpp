@@ -8,8 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <stdexcept>
 
 #include "bodies.hpp"
+#include "device_conformance.hpp"
+#include "oa/linalg/gemm.hpp"
 #include "oa/cuda/device.hpp"
 
 namespace {
@@ -25,7 +29,71 @@ oa::config cuda_config(std::size_t budget = std::size_t{256} << 20) {
 // GPU double-precision math is within an ulp or two of glibc's.
 constexpr double gpu_tolerance = 1e-12;
 
+/// The CUDA device calls entries at submission: host work goes on the stream
+/// as a host function, to run in stream order.
+struct enqueue_host_func {
+  static void run(const oa::stream_view& v, std::function<void()> f) {
+    auto* p = new std::function<void()>(std::move(f));
+    const cudaError_t e = cudaLaunchHostFunc(
+        oa::cuda::native_stream(v),
+        [](void* q) {
+          auto* g = static_cast<std::function<void()>*>(q);
+          (*g)();
+          delete g;
+        },
+        p);
+    if (e != cudaSuccess) {
+      delete p;
+      throw std::runtime_error(std::string("cudaLaunchHostFunc: ") + cudaGetErrorString(e));
+    }
+  }
+};
+
+template <class M>
+double max_rel(const M& got, const M& ref) {
+  const double scale = std::max(1.0, static_cast<double>(ref.cwiseAbs().maxCoeff()));
+  return static_cast<double>((got - ref).cwiseAbs().maxCoeff()) / scale;
+}
+
 }  // namespace
+
+TEST_CASE("cuda: the launch contract, as every device keeps it") {
+  auto dev = oa::cuda::make_device({});
+  oa_conformance::all<enqueue_host_func>(*dev);
+}
+
+TEST_CASE_TEMPLATE("cuda: products through cuBLAS match Eigen, paged through a small budget", M, Eigen::MatrixXd,
+                   Eigen::MatrixXf) {
+  using S = typename M::Scalar;
+  const double tol = std::is_same_v<S, double> ? 1e-12 : 1e-5;
+  oa_test::config_scope cs(cuda_config(std::size_t{4} << 20));  // operands below are ~4x this
+  const Eigen::Index m = 700, n = 650, k = 800;
+  for (const auto oa_ : {oa::linalg::op::none, oa::linalg::op::transpose})
+    for (const auto ob : {oa::linalg::op::none, oa::linalg::op::transpose}) {
+      const M A = oa_ == oa::linalg::op::none ? M(M::Random(m, k)) : M(M::Random(k, m));
+      const M B = ob == oa::linalg::op::none ? M(M::Random(k, n)) : M(M::Random(n, k));
+      const M C0 = M::Random(m, n);
+      M ref = S(0.5) * C0;
+      ref.noalias() += S(2) * (oa_ == oa::linalg::op::none ? M(A) : M(A.transpose())) *
+                       (ob == oa::linalg::op::none ? M(B) : M(B.transpose()));
+      M C = C0;
+      oa::linalg::gemm(S(2), A, B, S(0.5), C, oa_, ob);
+      oa::evaluate();
+      CHECK(max_rel(C, ref) <= tol);
+    }
+  const auto t = oa_test::run_total();
+  CHECK(t.device.rfind("cuda", 0) == 0);
+  CHECK(t.peak_device_bytes <= std::size_t{4} << 20);
+  CHECK(t.h2d_bytes > 0);
+}
+
+TEST_CASE("cuda: a product read by element-wise work, and a GEMM whose C is the caller's") {
+  oa_test::config_scope cs(cuda_config(std::size_t{16} << 20));
+  const Eigen::MatrixXd A = Eigen::MatrixXd::Random(512, 384), B = Eigen::MatrixXd::Random(384, 256);
+  oa::lazy<Eigen::MatrixXd> P = oa::linalg::product(A, B);
+  oa::lazy<Eigen::MatrixXd> Q = oa::linalg::product(P, Eigen::MatrixXd(Eigen::MatrixXd::Identity(256, 256)));
+  CHECK(max_rel(Q.get(), Eigen::MatrixXd(A * B)) <= 1e-12);
+}
 
 TEST_CASE("cuda: the workloads agree with plain Eigen") {
   oa_test::workloads_match_eigen(cuda_config(), gpu_tolerance);

@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "device_conformance.hpp"
 #include "oa/core/device.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/memory.hpp"
@@ -424,27 +425,10 @@ TEST_CASE("emulated device says whether launches run device functions") {
   CHECK_FALSE(oa::make_host_device({})->runs_device_functions());
 }
 
-TEST_CASE_TEMPLATE("an entry is given a view of the stream it runs on", D, host_dev, emulated_dev) {
-  auto dev = D::make();
-  const auto a = dev->create_stream(), b = dev->create_stream();
-  std::vector<oa::stream_view> seen;
-  std::mutex m;
-  for (auto s : {a, b, a}) {
-    oa::launch k{"where", [&](const oa::stream_view& v) {
-                   std::lock_guard lock(m);
-                   seen.push_back(v);
-                 }, {}};
-    dev->launch_async(std::move(k), s);
-  }
-  dev->wait_idle();
-  REQUIRE(seen.size() == 3);
-  int on_a = 0;
-  for (const auto& v : seen) {
-    CHECK(v.dev == dev.get());
-    CHECK((v.id == a || v.id == b));
-    on_a += v.id == a;
-  }
-  CHECK(on_a == 2);
+TEST_CASE_TEMPLATE("the launch contract, as every device keeps it (test_cuda runs it on a GPU)", F, host_dev,
+                   emulated_dev, emulated_two_compute) {
+  auto dev = F::make();
+  oa_conformance::all<oa_conformance::direct>(*dev);
 }
 
 TEST_CASE("emulated copy fault leaves the destination untouched") {
