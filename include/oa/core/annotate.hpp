@@ -30,6 +30,7 @@
 
 #include "oa/core/bind.hpp"
 #include "oa/core/error.hpp"
+#include "oa/core/fusion.hpp"
 #include "oa/core/graph.hpp"
 #include "oa/core/lazy.hpp"
 #include "oa/core/runtime.hpp"
@@ -399,44 +400,6 @@ struct value_type_of_impl<A, true> {
 /// The value type behind a call argument: T for T, T& and lazy<T>.
 template <class A>
 using value_type_of = typename value_type_of_impl<A>::type;
-
-// ---- element types and values as C++ source, for generated kernels -------------
-template <class E>
-std::string c_type_name() {
-  if constexpr (std::is_same_v<E, bool>) return "bool";
-  else if constexpr (std::is_same_v<E, double>) return "double";
-  else if constexpr (std::is_same_v<E, float>) return "float";
-  else if constexpr (std::is_integral_v<E>)
-    return std::string(std::is_signed_v<E> ? "" : "unsigned ") +
-           (sizeof(E) == 1 ? "char" : sizeof(E) == 2 ? "short" : sizeof(E) == 4 ? "int" : "long long");
-  else
-    return "";  // not an element type a kernel can hold
-}
-/// An exact literal: floating-point values by their bit pattern.
-template <class E>
-std::string c_literal(const E& v) {
-  char buf[64];
-  if constexpr (std::is_same_v<E, bool>) {
-    return v ? "true" : "false";
-  } else if constexpr (std::is_same_v<E, double>) {
-    unsigned long long bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    std::snprintf(buf, sizeof buf, "__longlong_as_double(0x%016llxLL)", bits);
-    return buf;
-  } else if constexpr (std::is_same_v<E, float>) {
-    unsigned int bits;
-    std::memcpy(&bits, &v, sizeof bits);
-    std::snprintf(buf, sizeof buf, "__int_as_float(0x%08x)", bits);
-    return buf;
-  } else {
-    static_assert(std::is_integral_v<E>, "oa: kernel literals are arithmetic values");
-    if constexpr (std::is_signed_v<E>)
-      std::snprintf(buf, sizeof buf, "(%s)(%lldLL)", c_type_name<E>().c_str(), static_cast<long long>(v));
-    else
-      std::snprintf(buf, sizeof buf, "(%s)(%lluULL)", c_type_name<E>().c_str(), static_cast<unsigned long long>(v));
-    return buf;
-  }
-}
 
 // ---- binders: one per spec, turning a chunk's regions into views ----------------
 template <class S, class T, bool Const>
@@ -863,25 +826,20 @@ class annotated {
       node.elementwise = std::move(d);
     }
   }
-  // One spec of an element-wise call, for kernel generation.
+  // One spec of an element-wise call, for kernel generation (oa/core/fusion.hpp).
   template <std::size_t K, class X>
   static void describe_operand(detail::elementwise_desc& d, const detail::call_node& node, const X& x) {
     constexpr spec::kind k = kinds[K];
     if constexpr (k == spec::kind::ret) {
       using S = spec_at<K>;
-      using R = typename S::value;
       static_assert(requires { S::split::op::device_op; },
                     "oa::annotate: a reduction used with a device function needs a device_op name (see reduce.hpp)");
-      d.out_type = detail::c_type_name<R>();
-      d.reduce_op = S::split::op::device_op;
-      d.reduce_identity = detail::c_literal(S::split::template identity<R>());
+      fusion::describe_reduction<typename S::value>(d, S::split::op::device_op,
+                                                    S::split::template identity<typename S::value>());
     } else if constexpr (detail::is_part_binder<X>::value) {
-      if constexpr (k == spec::kind::in || k == spec::kind::mut)
-        d.operands.push_back({static_cast<int>(x.slot), -1, {}, detail::c_type_name<typename X::elem_t>()});
-      if constexpr (k == spec::kind::out || k == spec::kind::mut) {
-        d.out_arg = static_cast<int>(x.slot);
-        d.out_type = detail::c_type_name<typename X::elem_t>();
-      }
+      using E = typename X::elem_t;
+      fusion::describe_array<E>(d, static_cast<int>(x.slot), k == spec::kind::in || k == spec::kind::mut,
+                                k == spec::kind::out || k == spec::kind::mut);
     } else {
       using B = std::remove_cvref_t<decltype(x.view(std::declval<const detail::kernel_args&>()))>;
       static_assert(std::is_arithmetic_v<B>, "oa::annotate: element-wise device functions take arithmetic scalars");
@@ -889,9 +847,11 @@ class annotated {
       for (std::size_t i = 0; i < node.scalars.size(); ++i)
         if constexpr (requires { x.v; })
           if (node.scalars[i] == x.v) scalar = static_cast<int>(i);
-      std::string literal;
-      if (scalar < 0) literal = detail::c_literal(x.view(detail::kernel_args{}));
-      d.operands.push_back({-1, scalar, std::move(literal), detail::c_type_name<B>()});
+      // A lazy scalar is a kernel parameter; a value, a literal in the source.
+      if (scalar >= 0)
+        fusion::describe_lazy_scalar<B>(d, scalar);
+      else
+        fusion::describe_scalar(d, x.view(detail::kernel_args{}));
     }
   }
 
