@@ -14,6 +14,7 @@
 #include <oa/cuda/device.hpp>
 
 #include "gemm_cuda_baselines.hpp"
+#include "gemm_nvblas.hpp"
 #endif
 
 #include "bench_table.hpp"
@@ -101,7 +102,7 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
 
   std::vector<std::string> modes;
   for (const auto& m : gemm_modes())
-    if (opt.modes.empty() ? (m != "cublas" && m != "cublasxt") || !gpu_unavailable()
+    if (opt.modes.empty() ? (m != "cublas" && m != "cublasxt" && m != "nvblas") || !gpu_unavailable()
                           : std::find(opt.modes.begin(), opt.modes.end(), m) != opt.modes.end())
       modes.push_back(m);
 
@@ -141,9 +142,11 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
   for (const auto& mode : modes) {
     gemm_result r;
     r.mode = mode;
-    r.device = mode == "cpu" || mode == "cpu-openmp" ? "cpu" : mode == "oa" || mode == "sequential" ? opt.device : "cuda";
+    r.device = mode == "cpu" || mode == "cpu-openmp"    ? "cpu"
+               : mode == "oa" || mode == "sequential" ? opt.device
+                                                      : "cuda";
     if (mode == "cpu-openmp" && !eigen.openmp) r.failure = "this oa-bench was built without OpenMP";
-    if ((mode == "cublas" || mode == "cublasxt")) r.failure = gpu_unavailable();
+    if (mode == "cublas" || mode == "cublasxt" || mode == "nvblas") r.failure = gpu_unavailable();
     if (r.oa_mode()) {
       configure(opt, mode == "sequential");
       (void)oa::current_device();  // made here: no run times its creation
@@ -175,8 +178,9 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
         } else {
 #if defined(OA_HAS_CUDA)
           C.resize(A.rows(), B.cols());
-          s = mode == "cublas" ? cublas_in_core(A.data(), B.data(), C.data(), n)
-                               : cublasxt(A.data(), B.data(), C.data(), n);
+          s = mode == "cublas"     ? cublas_in_core(A.data(), B.data(), C.data(), n)
+              : mode == "cublasxt" ? cublasxt(A.data(), B.data(), C.data(), n)
+                                   : nvblas_product(A.data(), B.data(), C.data(), n);
 #endif
         }
         if (!r.oa_mode() && opt.verify) r.error = std::max(r.error.value_or(0.0), rel_error(C, ref));
@@ -308,7 +312,8 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
 }  // namespace
 
 const std::vector<std::string>& gemm_modes() {
-  static const std::vector<std::string> modes{"cpu", "cpu-openmp", "sequential", "oa", "cublas", "cublasxt"};
+  static const std::vector<std::string> modes{"cpu",    "cpu-openmp", "sequential", "oa",
+                                              "cublas", "cublasxt",   "nvblas"};
   return modes;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // oa-bench's GEMM workload: C = A B for n x n matrices, as Eigen's own
 // product (one thread, and OpenMP on every core), through oa (pipelined and
-// sequential), and on a GPU as in-core cuBLAS and cuBLASXt, side by side.
+// sequential), and on a GPU as in-core cuBLAS, cuBLASXt and NVBLAS, side by side.
 
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +18,7 @@ struct gemm_options {
   std::string type = "double";  // or "float"
   std::string device = "auto";
   std::size_t device_memory = 0;
-  std::vector<std::string> modes;  // empty: cpu, cpu-openmp, sequential, oa (+ cublas, cublasxt on a GPU)
+  std::vector<std::string> modes;  // empty: cpu, cpu-openmp, sequential, oa (+ cublas, cublasxt, nvblas on a GPU)
   int streams = 0;
   double link_gbps = 0;
   std::uint64_t seed = 42;

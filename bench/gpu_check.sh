@@ -162,16 +162,16 @@ if gemm:
     print("out-of-core GEMM (C = A B): oa against in-core cuBLAS (the ceiling) and cuBLASXt, same matrices")
     rows = []
     for (kind, n), modes in sorted(gemm.items()):
-        oa, cb, xt = modes.get("oa"), modes.get("cublas"), modes.get("cublasxt")
+        oa, cb, xt, nv = modes.get("oa"), modes.get("cublas"), modes.get("cublasxt"), modes.get("nvblas")
         gf = lambda r: "%.0f" % r["gflops"] if ok(r) else "failed" if r else "-"
         share = lambda a, b: "%.0f%%" % (100 * a["gflops"] / b["gflops"]) if ok(a) and ok(b) else "-"
         rows.append([kind, str(n), "%.1fx" % (oa["data_bytes"] / oa["device_memory_budget"]) if ok(oa) else "-",
-                     gf(modes.get("sequential")), gf(oa), gf(cb), share(oa, cb), gf(xt), share(oa, xt),
+                     gf(modes.get("sequential")), gf(oa), gf(cb), share(oa, cb), gf(xt), share(oa, xt), gf(nv),
                      "%.2f" % oa["bytes_over_lower_bound"] if ok(oa) and oa.get("bytes_over_lower_bound") else "-",
                      "%.2f" % oa["overlap_efficiency"] if ok(oa) and oa.get("overlap_efficiency") else "-",
                      "%.1e" % oa["max_rel_error"] if ok(oa) and oa.get("max_rel_error") is not None else "-"])
     table(["type", "n", "operands/budget", "sequential GFLOP/s", "oa GFLOP/s", "cublas GFLOP/s", "oa/cublas",
-           "cublasxt GFLOP/s", "oa/cublasxt", "moved/LB", "overlap", "max_rel_error"], rows)
+           "cublasxt GFLOP/s", "oa/cublasxt", "nvblas GFLOP/s", "moved/LB", "overlap", "max_rel_error"], rows)
 
 staging_runs = by_size(staging_path)
 if staging_runs:
@@ -481,13 +481,28 @@ if [[ $phase != build-test ]]; then
         ((${#not_run[@]} == before)) || cut_short+=("(staging) --workloads blackscholes --sizes $fraction")
       done
       # Out-of-core GEMM: operands 4x and 16x the budget, against in-core
-      # cuBLAS (the ceiling) and cuBLASXt on the same matrices.
+      # cuBLAS (the ceiling), cuBLASXt and NVBLAS on the same matrices.
+      # NVBLAS needs a CPU BLAS: without Debian's, pip's NumPy bundles one.
+      if [[ -z "${OA_BENCH_CPU_BLAS:-}" ]] && command -v python3 >/dev/null 2>&1; then
+        cpu_blas=$(python3 - <<'PY' 2>/dev/null || true
+import glob, os, site
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+for d in dirs:
+    for pattern in ("numpy.libs/libscipy_openblas*.so*", "numpy.libs/libopenblas*.so*", "scipy_openblas*/lib/lib*.so*"):
+        hits = sorted(glob.glob(os.path.join(d, pattern)))
+        if hits:
+            print(hits[0])
+            raise SystemExit
+PY
+)
+        [[ -n "$cpu_blas" ]] && export OA_BENCH_CPU_BLAS=$cpu_blas
+      fi
       for run in "double 16384 1536MiB" "float 16384 768MiB" "double 8192 96MiB"; do
         read -r type n gemm_budget <<<"$run"
         before=${#not_run[@]}
         NEED=150 step "oa-bench gemm $type n=$n (budget $gemm_budget)" "bench-gemm-$type-$n-$gemm_budget" \
           "$build/bench/oa-bench" --workload gemm --n "$n" --type "$type" --device cuda \
-          --device-memory "$gemm_budget" --mode sequential,oa,cublas,cublasxt --verify --repeat "$bench_repeat" \
+          --device-memory "$gemm_budget" --mode sequential,oa,cublas,cublasxt,nvblas --verify --repeat "$bench_repeat" \
           --json "$dir/bench.jsonl"
         ((${#not_run[@]} == before)) || cut_short+=("(gemm) --workload gemm --n $n --type $type --device-memory $gemm_budget")
       done

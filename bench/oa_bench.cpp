@@ -630,9 +630,10 @@ int main(int argc, char** argv) {
          "oa (pipelined), sequential (same chunks, one stream, no overlap), whole (all at once: the budget "
          "raised to hold all the data, one chunk copied in, computed, copied out). gemm: cpu (Eigen, one "
          "thread), cpu-openmp (Eigen, every core), sequential, oa, and on a GPU cublas (in core, the product "
-         "alone: the ceiling) and cublasxt (default: every one this machine runs)")
+         "alone: the ceiling), cublasxt and nvblas (Eigen with EIGEN_USE_BLAS over NVBLAS; its CPU BLAS from "
+         "OA_BENCH_CPU_BLAS) (default: every one this machine runs)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"oa", "cpu", "sequential", "whole", "cpu-openmp", "cublas", "cublasxt"}))
+      ->check(CLI::IsMember({"oa", "cpu", "sequential", "whole", "cpu-openmp", "cublas", "cublasxt", "nvblas"}))
       ->capture_default_str();
   app.add_option("--streams", opt.streams,
                  "streams of mode oa, 1-64; 0 = the device's default (whole uses 1); overrides OA_STREAMS "

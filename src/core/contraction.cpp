@@ -145,7 +145,9 @@ std::exception_ptr run_in_host_memory(const call_node& n, const operands& o, dev
   if (std::exception_ptr e = ss.drain(); e && !first) first = e;
   rep.chunks = parts.size();
   rep.streams = static_cast<int>(parts.size());
-  rep.tiling = "C in " + std::to_string(parts.size()) + (by_cols ? " column" : " row") + " parts, k whole";
+  rep.tiling = parts.size() == 1 ? std::string("C whole, k whole")
+                                  : "C in " + std::to_string(parts.size()) + (by_cols ? " column" : " row") +
+                                        " parts, k whole";
   return first;
 }
 
