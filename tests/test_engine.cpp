@@ -412,6 +412,9 @@ TEST_CASE("runtimes of their own: each with its devices and reports, side by sid
   REQUIRE(on_host.reports().size() == 1);
   CHECK(on_host.reports()[0].device == "host");
   CHECK(oa::reports().empty());  // the default runtime ran nothing
+  REQUIRE(paged.devices().size() == 1);
+  CHECK(paged.devices().front() == &paged.main_device());
+  CHECK(paged.devices().front() != on_host.devices().front());
 }
 
 TEST_CASE("a runtime checks its configuration, and its use throws what its calls threw") {

@@ -30,17 +30,20 @@ struct runtime_state {
   bool configured = false;
   config cfg;
   config_origin origin;  // where each setting of cfg came from, for error messages
-  std::unique_ptr<device> main_device;
-  std::unique_ptr<residency> resident;  // values kept on main_device between stages
+  /// A device stages are offered to, with its residency table.
+  struct device_entry {
+    std::unique_ptr<device> dev;
+    std::unique_ptr<residency> resident;  // values kept on dev (declared after it: destroyed first)
+    std::string failed;                   // why dev is no longer offered stages
+  };
+  /// The devices, made from the configuration at first use: today the one
+  /// config.device names; the scheduler offers stages to the first.
+  std::vector<device_entry> devices;
   std::unique_ptr<device> host;
   run_log log;
   bool announced = false;
-  std::string device_failed;  // why the device is no longer offered stages
 
-  ~runtime_state() {
-    resident.reset();  // before the device whose memory it holds
-    main_device.reset();
-  }
+  device_entry& first() { return devices.front(); }
 };
 
 }  // namespace detail
@@ -152,17 +155,19 @@ device& host_locked(runtime_state& s) {
 }
 
 device& device_locked(runtime_state& s) {
-  if (!s.main_device) {
+  if (s.devices.empty()) {
     const config& c = config_locked(s);
     std::string note;
-    s.main_device = make_device(c, s.origin, note);
-    s.resident = std::make_unique<detail::residency>(*s.main_device);
+    runtime_state::device_entry e;
+    e.dev = make_device(c, s.origin, note);
+    e.resident = std::make_unique<detail::residency>(*e.dev);
+    s.devices.push_back(std::move(e));
     if (c.verbose && !s.announced) {
-      std::fprintf(stderr, "oa: device: %s%s\n", s.main_device->name().c_str(), note.c_str());
+      std::fprintf(stderr, "oa: device: %s%s\n", s.first().dev->name().c_str(), note.c_str());
       s.announced = true;
     }
   }
-  return *s.main_device;
+  return *s.first().dev;
 }
 
 bool progress_wanted(const config& c) {
@@ -229,9 +234,15 @@ void runtime::configure(const config& c, const config_origin& origin) {
   state_->cfg = c;
   state_->origin = origin;
   state_->configured = true;
-  state_->resident.reset();
-  state_->main_device.reset();
-  state_->device_failed.clear();
+  state_->devices.clear();
+}
+
+std::vector<device*> runtime::devices() {
+  std::lock_guard lock(state_->mutex);
+  (void)device_locked(*state_);
+  std::vector<device*> out;
+  for (auto& d : state_->devices) out.push_back(d.dev.get());
+  return out;
 }
 
 device& runtime::main_device() {
@@ -417,19 +428,20 @@ void evaluate(graph& g) {
     try {
       device& dev = device_locked(st);
       device& host = host_locked(st);
-      const placement place = place_stage(s, nodes, needed, dev, host, c.host_threshold, st.device_failed);
+      runtime_state::device_entry& target = st.first();
+      const placement place = place_stage(s, nodes, needed, dev, host, c.host_threshold, target.failed);
       device* where = place.where;
       opt.placement_reason = place.reason;
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
-      prepare_residency(*st.resident, s, nodes, i, where == &dev, opt, read_from, demanded);
-      const std::size_t evicted_before = st.resident->evicted_bytes();
+      prepare_residency(*target.resident, s, nodes, i, where == &dev, opt, read_from, demanded);
+      const std::size_t evicted_before = target.resident->evicted_bytes();
       stage_report rep = s.contraction ? run_contraction(s, nodes, *where, host, opt)
                                        : run_stage(s, nodes, needed, *where, host, opt);
-      rep.evicted_bytes = st.resident->evicted_bytes() - evicted_before;
+      rep.evicted_bytes = target.resident->evicted_bytes() - evicted_before;
       if (!rep.device_fault.empty() && where != &host) {
         // The device broke during the stage (a CUDA fault is sticky): its
         // unfinished chunks ran on the host, and later stages stay there.
-        st.device_failed = rep.device_fault;
+        target.failed = rep.device_fault;
         if (s.contraction)
           std::fprintf(stderr, "%s; the product ran again on the host, which runs every later stage\n",
                        rep.device_fault.c_str());
@@ -452,7 +464,7 @@ void evaluate(graph& g) {
     if (opt.trace) st.log.add_trace(trace);
   }
   // Copies kept for this evaluation's later stages: none is read any more.
-  if (st.resident) st.resident->clear();
+  for (auto& d : st.devices) d.resident->clear();
   // Errors of calls, once each, in program order, for evaluate() and scope.
   std::vector<graph::failure> failures;
   for (std::size_t i = 0; i < nodes.size(); ++i) {

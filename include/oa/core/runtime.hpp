@@ -51,7 +51,10 @@ class runtime {
   /// Replaces the configuration; devices are made again at next use. This
   /// thread's pending calls for this runtime run first, under the old one.
   void configure(const config& c, const config_origin& origin = config_origin("oa::runtime::configure"));
-  /// The device stages are offered to (config::device), made on first use.
+  /// The devices stages may be offered to, made on first use: today the one
+  /// config::device names (each with its table of resident values).
+  std::vector<device*> devices();
+  /// The first of them: the one stages are offered to.
   device& main_device();
   /// The host device: small stages, CPU-only calls, re-runs after faults.
   device& host();
