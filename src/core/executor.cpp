@@ -478,7 +478,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (s.calls.empty()) return rep;
   check_caller_objects(s, nodes);
 
-  const stage_plan P = plan_stage(s, nodes, needed_on_host, dev, opt);
+  const stage_plan P = plan_stage(s, nodes, needed_on_host, dev, host, opt);
   const bool in_place = P.mode == placement_mode::in_place;
   const bool fused = P.mode == placement_mode::fused;
   const bool twins = P.twins;
@@ -686,7 +686,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (!stage_error && !faulted.empty()) {
     std::sort(faulted.begin(), faulted.end());
     for (std::size_t j : faulted) undo.before_rerun(j);
-    stage_error = rerun_on_host(host, s, nodes, needed_on_host, ranges, faulted, plan.chunk_units, L,
+    stage_error = rerun_on_host(*P.fallback, s, nodes, needed_on_host, ranges, faulted, plan.chunk_units, L,
                                 partial_offsets, chunk_partial_bytes, partials);
     for (std::size_t j : faulted) partial_entries[j] = 1;
     rep.host_reruns = faulted.size();

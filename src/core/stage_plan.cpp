@@ -53,9 +53,11 @@ bool stage_plan::shrink(chunk_plan& c, int& nslots) const {
 }
 
 stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
-                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, const run_options& opt) {
+                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& fallback,
+                      const run_options& opt) {
   stage_plan p;
   p.dev = &dev;
+  p.fallback = &fallback;
   const bool in_place = dev.host_accessible();
   const bool fused = !in_place && dev.compiles_kernels();
   p.mode = in_place ? placement_mode::in_place : fused ? placement_mode::fused : placement_mode::staged;

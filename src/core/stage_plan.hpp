@@ -22,6 +22,7 @@ constexpr std::size_t max_blocks_per_chunk = 1024;
 
 struct stage_plan {
   device* dev = nullptr;
+  device* fallback = nullptr;  // where chunks the device faults on run again (the host)
   placement_mode mode = placement_mode::staged;
   bool twins = false;  // the calls' device functions (host twins on the emulated device), else CPU functions
   stage_layout layout;
@@ -58,6 +59,7 @@ placement place_stage(const stage& s, const std::vector<call_node>& nodes,
 /// Plans stage `s` (its cancelled calls already left out) on `dev`.
 /// Throws oa::plan_error when the budget cannot hold one unit on one stream.
 stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
-                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, const run_options& opt);
+                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& fallback,
+                      const run_options& opt);
 
 }  // namespace oa::detail
