@@ -12,6 +12,13 @@
 
 namespace oa_bench {
 
+using clock_type = std::chrono::steady_clock;
+
+/// Seconds from t0 to now.
+inline double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
 /// Now, as ISO 8601 UTC, for records.
 inline std::string utc_timestamp() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());

@@ -28,13 +28,8 @@ namespace oa_bench {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
 template <class T>
 using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 struct gemm_result {
   std::string mode;

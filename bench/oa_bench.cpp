@@ -44,7 +44,8 @@ using oa_bench::json_sink;
 using oa_bench::workload_spec;
 using array = Eigen::ArrayXd;
 using lazy_array = oa::lazy<array>;
-using clock_type = std::chrono::steady_clock;
+using oa_bench::clock_type;
+using oa_bench::seconds_since;
 
 constexpr double tolerance = 1e-9;
 
@@ -83,10 +84,6 @@ const std::vector<std::string>& all_modes() {
 }
 
 bool is_oa_mode(const std::string& mode) { return mode != "cpu"; }
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
 
 /// Calls workload `w` over arrays of type A (Eigen arrays or lazy handles).
 /// Array outputs land in `out`; the scalar output (crime's sum) is returned.

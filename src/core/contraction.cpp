@@ -21,12 +21,6 @@ namespace oa::detail {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
 /// The blocks a contraction reads and writes, as stored on the host.
 struct operands {
   matrix_block a, b;

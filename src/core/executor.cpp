@@ -18,17 +18,11 @@ namespace oa::detail {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
 std::size_t c_type_size(const std::string& t) {
   if (t == "double" || t == "long long" || t == "unsigned long long") return 8;
   if (t == "float" || t == "int" || t == "unsigned int") return 4;
   if (t == "short" || t == "unsigned short") return 2;
   return 1;  // bool, char
-}
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
 /// One pipeline slot: its stream and the device memory its chunks use. The

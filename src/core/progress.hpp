@@ -7,6 +7,13 @@
 
 namespace oa::detail {
 
+using clock_type = std::chrono::steady_clock;
+
+/// Seconds from t0 to now.
+inline double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
 class progress_line {
  public:
   /// `unit`: what is counted ("chunk", "tile step"). Shown after half a second.
