@@ -7,20 +7,26 @@
 #
 #   bench/gpu_check.sh                    every phase, one after the other
 #   bench/gpu_check.sh --phase build-test deps, configure, build, tests, compute-sanitizer
-#   bench/gpu_check.sh --phase bench      bandwidth and benchmarks (builds oa-bench first if needed)
+#   bench/gpu_check.sh --phase bench      bandwidth and paging benchmarks (builds oa-bench first if needed)
+#   bench/gpu_check.sh --phase gemm       out-of-core GEMM against cuBLAS, cuBLASXt and NVBLAS
 #   bench/gpu_check.sh --summary DIR      only the summary of results folder D (no GPU needed)
 # Options of the phases: --build DIR (default build/gpu), --time-limit S (a phase stops starting steps that
 # would not end within S seconds of its start; default 540 for build-test and
 # bench, none for all), --workloads LIST and --sizes LIST (bench: e.g.
 # --workloads haversine --sizes 4,8 to finish a sweep another call cut short).
 #
-# Each phase fits one 10-minute command of a GPU node (16 cores). Expected,
-# from the steps' work, not measured on a GPU node yet (each run prints its
-# steps' seconds in summary.txt; update these figures from them):
-#   build-test  about 4-6 min: configure 0.5, build 1.5-2.5 (16 cores),
-#               tests 1-2 (the install test rebuilds a consumer), memcheck and
-#               racecheck of test_cuda 1-2.
-#   bench       about 6-9 min: bandwidth 0.5; per workload and size one
+# Each phase fits one 10-minute command of a GPU node (16 cores). Measured on
+# an H100 node (bench/results/2026-11-23-h100; summary.txt lists each step's
+# seconds):
+#   build-test  configure 8 s, build 53 s, tests 15 s, memcheck of test_cuda
+#               25 s, racecheck of test_cuda without its cuBLAS cases (racecheck
+#               looks for shared-memory races in kernels: cuBLAS's are not
+#               ours, and took over 7 min) about 2-3 min.
+#   gemm        about 2.5 min: three runs of 50 s (reference on every core,
+#               five modes best of 2).
+#   bench       about 8 min (the last size of haversine and the staging run at
+#               8x need a second call: --workloads haversine --sizes 8);
+#               bandwidth 6 s; per workload and size one
 #               oa-bench process (inputs drawn once, the cpu reference computed
 #               once on every core and reused by every mode; modes sequential
 #               and oa best of 2, whole where the data fits the budget, cpu
@@ -34,7 +40,7 @@
 #
 # Results go to $OUT when set, else bench/results/<date>-<gpu>/, as at most
 # seven files: summary.txt (steps with status and seconds, the benchmark
-# table), gpu_check.log (the console), bench.jsonl, bench_staging_pinned.jsonl,
+# table), gpu_check.log (the console), bench.jsonl, bench_staging_register.jsonl,
 # bandwidth.jsonl, logs-<phase>.tar.gz (raw logs: ctest, sanitizers, each
 # step's output). A failing step is recorded and the next one runs anyway.
 # Exit status: 0 every step passed; 1 a step failed or did not fit the time
@@ -56,7 +62,7 @@ declare -A bytes_per_element=([blackscholes]=56 [haversine]=24)  # 7 and 3 array
 # Prints, per workload and size, the seconds of each mode, oa's overlap and
 # speedups, and oa's copy-in throughput against the measured pinned peak.
 summarize() {
-  local dir=$1 bench=$1/bench.jsonl bandwidth=$1/bandwidth.jsonl staging=$1/bench_staging_pinned.jsonl
+  local dir=$1 bench=$1/bench.jsonl bandwidth=$1/bandwidth.jsonl staging=$1/bench_staging_register.jsonl
   echo
   echo "== benchmarks in $dir"
   if [[ ! -s "$bench" ]]; then
@@ -176,14 +182,14 @@ if gemm:
 staging_runs = by_size(staging_path)
 if staging_runs:
     print()
-    print("host memory: staging through pinned buffers (OA_CUDA_STAGING=pinned) against registering the arrays")
+    print("host memory: staging through pinned buffers (the default) against registering the arrays (OA_CUDA_STAGING=register)")
     rows = []
     for (workload, elements), modes in sorted(staging_runs.items()):
-        registered = runs.get((workload, elements), {}).get("oa")
-        pinned = modes.get("oa")
-        rows.append([workload, str(elements), secs(registered), secs(pinned),
-                     ratio(registered, pinned["seconds"] if ok(pinned) else None)])
-    table(["workload", "elements", "oa registered s", "oa pinned staging s", "registered vs staging"], rows)
+        staged = runs.get((workload, elements), {}).get("oa")
+        registered = modes.get("oa")
+        rows.append([workload, str(elements), secs(staged), secs(registered),
+                     ratio(staged, registered["seconds"] if ok(registered) else None)])
+    table(["workload", "elements", "oa staging s", "oa registered s", "staging vs registered"], rows)
 PY
   elif command -v jq >/dev/null 2>&1; then
     local peak
@@ -213,7 +219,7 @@ PY
 }
 
 usage() {
-  echo "usage: $0 [--phase all|build-test|bench] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
+  echo "usage: $0 [--phase all|build-test|bench|gemm] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
     "[--sizes LIST]" >&2
   echo "       $0 --summary RESULTS_DIR" >&2
   exit 2
@@ -231,7 +237,7 @@ while (($#)); do
       exit 0
       ;;
     --phase)
-      [[ $# -ge 2 && "$2" =~ ^(all|build-test|bench)$ ]] || usage
+      [[ $# -ge 2 && "$2" =~ ^(all|build-test|bench|gemm)$ ]] || usage
       phase=$2
       shift 2
       ;;
@@ -372,14 +378,14 @@ fi
 NEED=10 step "dependencies" deps bash .ci/deps.sh
 NEED=60 step "configure" configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOA_ENABLE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="80;90"
-if [[ $phase == bench ]]; then
+if [[ $phase == bench || $phase == gemm ]]; then
   NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench oa-bandwidth
 else
   NEED=120 step "build" build cmake --build "$build" -j "$(nproc)"
 fi
 
 # --- phase build-test: every test, then the GPU tests under compute-sanitizer ---
-if [[ $phase != bench ]]; then
+if [[ $phase == all || $phase == build-test ]]; then
   if [[ -n "$no_gpu" ]]; then
     echo
     echo "gpu_check: no GPU: the tests labelled gpu report Skipped"
@@ -415,8 +421,11 @@ if [[ $phase != bench ]]; then
     for t in "${gpu_tests[@]}"; do
       for tool in memcheck racecheck; do
         needs "$build/tests/$t" "$tool $t" || continue
+        # racecheck checks kernels' shared memory: ours, not cuBLAS's (too slow under it).
+        filter=()
+        [[ $tool == racecheck ]] && filter=(--test-case-exclude='*cuBLAS*')
         NEED=60 step "$tool $t" "sanitizer-$tool-$t" env OA_TEST_REQUIRE_GPU=1 \
-          "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/$t"
+          "$sanitizer" --tool "$tool" --error-exitcode 1 "$build/tests/$t" "${filter[@]}"
       done
     done
   fi
@@ -439,7 +448,7 @@ bench_step() {
   fi
 }
 
-if [[ $phase != build-test ]]; then
+if [[ $phase == all || $phase == bench ]]; then
   if [[ -n "$no_gpu" ]]; then
     skip "bandwidth" "no GPU"
     skip "oa-bench on the GPU (${workloads[*]}, data ${sizes[*]} x budget)" "no GPU"
@@ -467,19 +476,35 @@ if [[ $phase != build-test ]]; then
           ((${#not_run[@]} == before)) || cut_short+=("--workloads $workload --sizes $fraction")
         done
       done
-      # Host memory: pinning each stage's arrays (register, the default)
-      # against copying through pinned staging buffers.
+      # Host memory: copying through pinned staging buffers (the default)
+      # against pinning each stage's arrays (register).
       for fraction in "${staging_sizes[@]}"; do
         [[ " ${sizes[*]} " == *" $fraction "* && " ${workloads[*]} " == *" blackscholes "* ]] || continue
         n=$((fraction * budget / bytes_per_element[blackscholes]))
         before=${#not_run[@]}
-        bench_step "oa-bench blackscholes staging=pinned (data ${fraction}x budget, $n elements)" \
-          "bench-staging-pinned-${fraction}x" blackscholes "$n" \
-          env OA_CUDA_STAGING=pinned "$build/bench/oa-bench" --workload blackscholes --elements "$n" \
+        bench_step "oa-bench blackscholes staging=register (data ${fraction}x budget, $n elements)" \
+          "bench-staging-register-${fraction}x" blackscholes "$n" \
+          env OA_CUDA_STAGING=register "$build/bench/oa-bench" --workload blackscholes --elements "$n" \
           --device cuda --device-memory "$budget_text" --verify --repeat "$bench_repeat" --mode oa \
-          --json "$dir/bench_staging_pinned.jsonl"
+          --json "$dir/bench_staging_register.jsonl"
         ((${#not_run[@]} == before)) || cut_short+=("(staging) --workloads blackscholes --sizes $fraction")
       done
+      if ((${#cut_short[@]})); then
+        echo
+        echo "gpu_check: the time limit left out these runs; run them with bench/gpu_check.sh --phase bench and:"
+        printf '  %s\n' "${cut_short[@]}"
+      fi
+    fi
+  fi
+fi
+
+# --- phase gemm ---
+if [[ $phase == all || $phase == gemm ]]; then
+  if [[ -n "$no_gpu" ]]; then
+    skip "oa-bench gemm on the GPU" "no GPU"
+  else
+    if needs "$build/bench/oa-bench" "oa-bench"; then
+      cut_short=()
       # Out-of-core GEMM: operands 4x and 16x the budget, against in-core
       # cuBLAS (the ceiling), cuBLASXt and NVBLAS on the same matrices.
       # NVBLAS needs a CPU BLAS: without Debian's, pip's NumPy bundles one.
@@ -504,11 +529,11 @@ PY
           "$build/bench/oa-bench" --workload gemm --n "$n" --type "$type" --device cuda \
           --device-memory "$gemm_budget" --mode sequential,oa,cublas,cublasxt,nvblas --verify --repeat "$bench_repeat" \
           --json "$dir/bench.jsonl"
-        ((${#not_run[@]} == before)) || cut_short+=("(gemm) --workload gemm --n $n --type $type --device-memory $gemm_budget")
+        ((${#not_run[@]} == before)) || cut_short+=("oa-bench --workload gemm --n $n --type $type --device-memory $gemm_budget")
       done
       if ((${#cut_short[@]})); then
         echo
-        echo "gpu_check: the time limit left out these runs; run them with bench/gpu_check.sh --phase bench and:"
+        echo "gpu_check: the time limit left out these runs (oa-bench, as above, with):"
         printf '  %s\n' "${cut_short[@]}"
       fi
     fi

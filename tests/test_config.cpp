@@ -439,11 +439,11 @@ TEST_CASE("scoped_environment hides and then restores the caller's variables") {
   ::unsetenv("OA_STREAMS");
 }
 
-TEST_CASE("OA_CUDA_STAGING: register or pinned") {
+TEST_CASE("OA_CUDA_STAGING: pinned or register") {
   scoped_environment env;
-  CHECK(oa::config::from_environment().cuda_staging == "register");
-  setenv("OA_CUDA_STAGING", "Pinned", 1);
   CHECK(oa::config::from_environment().cuda_staging == "pinned");
+  setenv("OA_CUDA_STAGING", "Register", 1);
+  CHECK(oa::config::from_environment().cuda_staging == "register");
   setenv("OA_CUDA_STAGING", "mapped", 1);
   CHECK_THROWS_WITH_AS(oa::config::from_environment(), doctest::Contains("OA_CUDA_STAGING"), oa::config_error);
   oa::config c;
@@ -524,7 +524,7 @@ TEST_CASE("set_config validates the whole config at once and names the field") {
       {[](oa::config& c) { c.progress = 7; },
        "oa: set_config: progress: 7 is out of range (1 on, 0 off, -1 when stderr is a terminal)"},
       {[](oa::config& c) { c.cuda_staging = "whatever"; },
-       "oa: set_config: cuda_staging: unknown staging 'whatever' (use register or pinned)"},
+       "oa: set_config: cuda_staging: unknown staging 'whatever' (use pinned or register)"},
       {[](oa::config& c) { c.device = "gpu"; },
        "oa: set_config: device: unknown device 'gpu' (use auto, host, emulated or cuda)"},
       {[](oa::config& c) { c.link_gbps = -1; },
@@ -576,10 +576,10 @@ TEST_CASE("the unknown-key message lists exactly the accepted keys") {
           std::end(all_variables));
   }
   CHECK(keys == accepted);
-  c.merge_json(R"({"fail_sticky": true, "emulated_device_functions": true, "cuda_staging": "pinned"})", "f.json");
+  c.merge_json(R"({"fail_sticky": true, "emulated_device_functions": true, "cuda_staging": "register"})", "f.json");
   CHECK(c.fail_sticky);
   CHECK(c.emulated_device_functions);
-  CHECK(c.cuda_staging == "pinned");
+  CHECK(c.cuda_staging == "register");
 }
 
 TEST_CASE("from_environment tells where each setting came from") {

@@ -118,7 +118,7 @@ void check_device(const std::string& name, const std::string& what) {
 
 void check_cuda_staging(const std::string& name, const std::string& what) {
   if (name != "register" && name != "pinned")
-    fail(what, "unknown staging '" + name + "' (use register or pinned)");
+    fail(what, "unknown staging '" + name + "' (use pinned or register)");
 }
 
 /// The file can be created or appended to: opened for append (never

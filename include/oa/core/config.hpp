@@ -29,7 +29,7 @@ struct config {
   bool emulated_device_functions = false;  // OA_EMULATED_DEVICE_FUNCTIONS: emulated device runs device functions' host twins
   bool emulated_fused = false;  // OA_EMULATED_FUSED: emulated device takes stages as one generated kernel per chunk
   bool sequential = false;              // OA_SEQUENTIAL: one chunk at a time on one stream (baseline)
-  std::string cuda_staging = "register";  // OA_CUDA_STAGING: register (pin the stage's host arrays) or pinned (staging buffers)
+  std::string cuda_staging = "pinned";  // OA_CUDA_STAGING: pinned (staging buffers) or register (pin the stage's host arrays)
   int progress = -1;                    // OA_PROGRESS: 1 on, 0 off, -1 = when stderr is a terminal
   bool verbose = false;                 // OA_VERBOSE
 

@@ -1,10 +1,11 @@
 #pragma once
 // The CUDA device: the engine's stages on a GPU. Device memory from a
-// stream-ordered pool kept under the budget; the host arrays of a stage
-// pinned for direct DMA (OA_CUDA_STAGING=register, the default), or pageable
-// data staged through pinned buffers filled and drained by host threads
-// (OA_CUDA_STAGING=pinned); one CUDA stream per pipeline slot; fused stage
-// kernels compiled with NVRTC and cached.
+// stream-ordered pool kept under the budget; pageable data staged through
+// pinned buffers filled and drained by host threads (OA_CUDA_STAGING=pinned,
+// the default), or the host arrays of a stage pinned for direct DMA
+// (OA_CUDA_STAGING=register: pinning costs more than the staging copies it
+// saves, measured on an H100 in bench/results/2026-11-23-h100); one CUDA
+// stream per pipeline slot; fused stage kernels compiled with NVRTC and cached.
 
 #include <cstddef>
 #include <memory>
@@ -24,7 +25,7 @@ struct options {
   int copy_threads = 0;                         // host threads filling/draining staging; 0: up to 8
   // Pin (cudaHostRegister) each stage's host arrays for direct DMA; off:
   // every pageable copy goes through the pinned staging buffers.
-  bool register_host_memory = true;
+  bool register_host_memory = false;
 };
 
 /// GPUs this process can use; 0 when there is no driver, no device or any
