@@ -55,6 +55,17 @@ inline Eigen::ArrayXd random_array(std::size_t n, double lo, double hi, std::uin
   return a;
 }
 
+/// A rows x cols matrix of uniform values in [-1, 1), column by column.
+template <class M>
+M random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> d(-1.0, 1.0);
+  M m(rows, cols);
+  for (Eigen::Index j = 0; j < cols; ++j)
+    for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = static_cast<typename M::Scalar>(d(g));
+  return m;
+}
+
 inline std::vector<double> random_vector(std::size_t n, double lo, double hi, std::uint64_t seed) {
   const Eigen::ArrayXd a = random_array(n, lo, hi, seed);
   return {a.begin(), a.end()};

@@ -22,15 +22,7 @@ using oa::linalg::op;
 using oa_test::config_scope;
 using oa_test::contains;
 
-template <class M>
-M random_matrix(Eigen::Index r, Eigen::Index c, std::uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::uniform_real_distribution<double> d(-1.0, 1.0);
-  M m(r, c);
-  for (Eigen::Index j = 0; j < c; ++j)
-    for (Eigen::Index i = 0; i < r; ++i) m(i, j) = static_cast<typename M::Scalar>(d(g));
-  return m;
-}
+using oa_test::random_matrix;
 
 template <class M>
 double max_rel(const M& got, const M& ref) {

@@ -292,6 +292,14 @@ const setting settings[] = {
     {"sequential", "OA_SEQUENTIAL",
      [](config& c, const std::string& t, const std::string& w) { c.sequential = env_bool(t, w); },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.sequential = json_bool(v, w); }, no_check},
+    {"offload_gemm_min", "OA_OFFLOAD_GEMM_MIN",
+     [](config& c, const std::string& t, const std::string& w) {
+       c.offload_gemm_min = parse_unsigned(t, w, "a count of multiply-adds (m n k)");
+     },
+     [](config& c, const nlohmann::json& v, const std::string& w) {
+       c.offload_gemm_min = json_unsigned(v, w, "a count of multiply-adds (m n k)");
+     },
+     no_check},
     {"cuda_staging", "OA_CUDA_STAGING",
      [](config& c, const std::string& t, const std::string&) { c.cuda_staging = lower(trim(t)); },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.cuda_staging = json_string(v, w); },

@@ -244,6 +244,11 @@ stage_report report_for(const stage& s, const std::vector<call_node>& nodes, con
   rep.device = dev.name();
   rep.placement_reason = opt.placement_reason;
   rep.units = s.units;
+  rep.op = s.contraction ? "gemm" : "stage";
+  if (s.contraction && !s.calls.empty()) {
+    const contraction_desc& d = *nodes[static_cast<std::size_t>(s.calls.front())].contraction;
+    rep.dims = "m=" + std::to_string(d.m) + " n=" + std::to_string(d.n) + " k=" + std::to_string(d.k);
+  }
   return rep;
 }
 

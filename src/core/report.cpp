@@ -85,11 +85,23 @@ stage_report run_log::total() const {
   return t;
 }
 
+void run_log::add_declined(const std::string& op, const std::string& reason, const std::string& dims) {
+  for (auto& d : not_offloaded)
+    if (d.op == op && d.reason == reason) {
+      ++d.count;
+      d.last = dims;
+      return;
+    }
+  not_offloaded.push_back({op, reason, 1, dims});
+}
+
 void run_log::clear() { *this = run_log{}; }
 
 namespace {
 nlohmann::json to_json(const stage_report& s) {
   return {{"calls", s.calls},
+          {"op", s.op},
+          {"dims", s.dims.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.dims)},
           {"device", s.device},
           {"placement", s.placement_reason},
           {"units", s.units},
@@ -130,6 +142,9 @@ void write_report_json(const std::string& path, const run_log& log) {
   j["dropped_stages"] = log.dropped;  // older stages, counted in "total" only
   j["total"] = to_json(log.total());
   j["unobserved_errors"] = log.unobserved_errors;
+  j["not_offloaded"] = nlohmann::json::array();
+  for (const auto& d : log.not_offloaded)
+    j["not_offloaded"].push_back({{"op", d.op}, {"reason", d.reason}, {"count", d.count}, {"last", d.last}});
   write_file(path, j, "OA_REPORT");
 }
 

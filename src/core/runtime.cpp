@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -42,6 +43,23 @@ struct runtime_state {
   std::unique_ptr<device> host;
   run_log log;
   bool announced = false;
+  // What the Eigen hooks read on every call, without waiting for an
+  // evaluation that holds `mutex`: the threshold, and their own log.
+  std::atomic<bool> hook_ready{false};
+  std::atomic<std::uint64_t> offload_gemm_min{0};
+  std::mutex declined_mutex;  // guards log.not_offloaded
+  std::atomic<std::uint64_t> gemm_below_threshold{0};  // counted apart: the common case, kept cheap
+  void publish_hook_settings() {
+    offload_gemm_min = cfg.offload_gemm_min;
+    hook_ready = true;
+  }
+  /// Moves the cheap counts into the log (under declined_mutex).
+  void fold_declined() {
+    const std::uint64_t n = gemm_below_threshold.exchange(0);
+    if (n == 0) return;
+    log.add_declined("gemm", "below OA_OFFLOAD_GEMM_MIN (" + std::to_string(cfg.offload_gemm_min) + " multiply-adds)", "");
+    log.not_offloaded.back().count += n - 1;  // add_declined counted one
+  }
 
   device_entry& first() { return devices.front(); }
 };
@@ -84,6 +102,7 @@ const config& config_locked(runtime_state& s) {
   if (!s.configured) {
     s.cfg = config::from_environment(&s.origin);
     s.configured = true;
+    s.publish_hook_settings();
   }
   return s.cfg;
 }
@@ -191,6 +210,8 @@ std::vector<stage_report> reports() { return runtime::current().reports(); }
 
 void clear_reports() { runtime::current().clear_reports(); }
 
+std::vector<run_log::declined> not_offloaded() { return runtime::current().not_offloaded(); }
+
 void write_outputs() { runtime::current().write_outputs(); }
 
 // ---- runtime ---------------------------------------------------------------------
@@ -234,6 +255,7 @@ void runtime::configure(const config& c, const config_origin& origin) {
   state_->cfg = c;
   state_->origin = origin;
   state_->configured = true;
+  state_->publish_hook_settings();
   state_->devices.clear();
 }
 
@@ -260,13 +282,21 @@ std::vector<stage_report> runtime::reports() const {
   return state_->log.stages;
 }
 
+std::vector<run_log::declined> runtime::not_offloaded() const {
+  std::lock_guard lock(state_->declined_mutex);
+  state_->fold_declined();
+  return state_->log.not_offloaded;
+}
+
 void runtime::clear_reports() {
-  std::lock_guard lock(state_->mutex);
+  std::scoped_lock lock(state_->mutex, state_->declined_mutex);
   state_->log.clear();
+  state_->gemm_below_threshold = 0;
 }
 
 void runtime::write_outputs() {
-  std::lock_guard lock(state_->mutex);
+  std::scoped_lock lock(state_->mutex, state_->declined_mutex);
+  state_->fold_declined();
   if (!state_->configured) return;
   if (!state_->cfg.report.empty()) write_report_json(state_->cfg.report, state_->log);
   if (!state_->cfg.trace.empty()) write_trace_json(state_->cfg.trace, state_->log.trace);
@@ -306,6 +336,30 @@ scope::~scope() noexcept(false) {
 }
 
 namespace detail {
+
+namespace {
+thread_local int engine_depth = 0;
+}
+bool in_engine_thread() noexcept { return engine_depth > 0; }
+
+bool offload_gemm_wanted(double multiply_adds) {
+  runtime_state& s = current_state();
+  if (!s.hook_ready) {
+    std::lock_guard lock(s.mutex);
+    (void)config_locked(s);  // a bad OA_* setting throws here, naming it
+  }
+  if (multiply_adds >= static_cast<double>(s.offload_gemm_min.load(std::memory_order_relaxed))) return true;
+  s.gemm_below_threshold.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void note_not_offloaded(const std::string& op, const std::string& reason, const std::string& dims) {
+  runtime_state& s = current_state();
+  std::lock_guard lock(s.declined_mutex);
+  s.log.add_declined(op, reason, dims);
+}
+engine_thread_scope::engine_thread_scope() noexcept { ++engine_depth; }
+engine_thread_scope::~engine_thread_scope() { --engine_depth; }
 
 std::shared_ptr<graph> current_graph() {
   if (!this_thread.used.empty()) return this_thread.used.back();
@@ -390,6 +444,7 @@ void prepare_residency(residency& res, const stage& s, const std::vector<call_no
 }
 
 void evaluate(graph& g) {
+  const engine_thread_scope engine_work;
   std::lock_guard glock(g.mutex());
   std::vector<call_node> nodes = g.take_pending();
   if (nodes.empty()) return;
@@ -457,6 +512,7 @@ void evaluate(graph& g) {
       stage_report failed;
       for (int n : s.calls) failed.calls.push_back(nodes[static_cast<std::size_t>(n)].name);
       failed.units = s.units;
+      failed.op = s.contraction ? "gemm" : "stage";
       failed.placement_reason = opt.placement_reason;
       failed.error = message_of(std::current_exception());
       st.log.add(std::move(failed));

@@ -3,7 +3,6 @@
 // units, compiled with those ISAs and chosen here at run time
 // (OA_HOST_GEMM=generic|avx2|avx512 asks for one, where the CPU has it).
 
-#include "host/gemm_kernels.hpp"
 #include "host/gemm_table.hpp"
 #include "oa/linalg/kernels.hpp"
 
@@ -15,10 +14,7 @@ namespace oa::linalg {
 namespace detail {
 namespace {
 
-const gemm_table& generic() {
-  static const gemm_table t{"generic", &generic::eigen_gemm<double>, &generic::eigen_gemm<float>};
-  return t;
-}
+const gemm_table& generic() { return gemm_generic(); }
 
 const gemm_table& pick() {
 #if defined(OA_GEMM_ISA_DISPATCH)

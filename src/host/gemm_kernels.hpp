@@ -1,8 +1,9 @@
 #pragma once
-// host_gemm's body, compiled once per vector ISA. A unit built for a wider
-// ISA first renames Eigen's namespace (#define Eigen oa_eigen_<isa>) and sets
-// OA_GEMM_ISA: its instantiations of Eigen's templates then have names of
-// their own, and the linker cannot merge them with the baseline ISA's.
+// host_gemm's body, compiled once per vector ISA. Each unit first renames
+// Eigen's namespace (#define Eigen oa_eigen_<isa>) and sets OA_GEMM_ISA: its
+// instantiations of Eigen's templates then have names of their own, and the
+// linker cannot merge them with another ISA's, or with a program's own
+// (built with the Eigen hooks of oa_offload).
 
 #include <Eigen/Core>
 #include <cstddef>

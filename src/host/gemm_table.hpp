@@ -14,6 +14,7 @@ struct gemm_table {
   dgemm_fn d;
   sgemm_fn s;
 };
+const gemm_table& gemm_generic();
 const gemm_table& gemm_avx2();
 const gemm_table& gemm_avx512();
 

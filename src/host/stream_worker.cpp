@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "oa/core/error.hpp"
+#include "oa/core/runtime.hpp"
 
 namespace oa::detail {
 
@@ -120,6 +121,7 @@ void fifo_engine::push(op o) {
 }
 
 void fifo_engine::loop() {
+  const engine_thread_scope engine_work;
   for (;;) {
     op o;
     {

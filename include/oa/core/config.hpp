@@ -32,6 +32,9 @@ struct config {
   std::string cuda_staging = "pinned";  // OA_CUDA_STAGING: pinned (staging buffers) or register (pin the stage's host arrays)
   int progress = -1;                    // OA_PROGRESS: 1 on, 0 off, -1 = when stderr is a terminal
   bool verbose = false;                 // OA_VERBOSE
+  // OA_OFFLOAD_GEMM_MIN: Eigen products (oa_offload) of fewer multiply-adds
+  // (m n k) stay with Eigen: the engine's fixed costs outweigh what it gains.
+  std::uint64_t offload_gemm_min = std::uint64_t{1} << 24;
 
   /// Defaults overlaid with OA_CONFIG's JSON file and then OA_* variables,
   /// then validated; `origins`, when given, learns where each setting came from.

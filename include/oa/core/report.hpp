@@ -12,6 +12,8 @@ namespace oa {
 
 struct stage_report {
   std::vector<std::string> calls;  // annotated functions, in program order
+  std::string op;                  // "gemm" for products; "stage" for chunked calls
+  std::string dims;                // products: "m=.. n=.. k=.."
   std::string device;              // where the stage ran
   std::string placement_reason;    // why there
   std::size_t units = 0;
@@ -68,6 +70,15 @@ struct run_log {
   std::vector<trace_event> trace;
   std::size_t dropped_trace_events = 0;
   std::vector<std::string> unobserved_errors;  // errors that no caller asked for
+  /// Calls an Eigen hook saw and left to Eigen, counted by operation and reason.
+  struct declined {
+    std::string op;       // "gemm", ...
+    std::string reason;   // "below OA_OFFLOAD_GEMM_MIN", ...
+    std::size_t count = 0;
+    std::string last;     // the dimensions of the latest one
+  };
+  std::vector<declined> not_offloaded;
+  void add_declined(const std::string& op, const std::string& reason, const std::string& dims);
 
   void add(stage_report r);
   void add_trace(std::vector<trace_event>& events);

@@ -59,6 +59,8 @@ class runtime {
   /// The host device: small stages, CPU-only calls, re-runs after faults.
   device& host();
   std::vector<stage_report> reports() const;
+  /// Calls the Eigen hooks (oa_offload) left to Eigen, by operation and reason.
+  std::vector<run_log::declined> not_offloaded() const;
   void clear_reports();
   /// Writes the configuration's report and trace files now.
   void write_outputs();
@@ -122,6 +124,8 @@ device& host_device();
 
 /// Stage reports of everything evaluated so far in this process.
 std::vector<stage_report> reports();
+/// Calls the Eigen hooks (oa_offload) left to Eigen, by operation and reason.
+std::vector<run_log::declined> not_offloaded();
 /// Forgets reports and timeline so far (benchmarks call it between runs).
 void clear_reports();
 /// Writes OA_REPORT / OA_TRACE now (also done at exit when configured).
@@ -134,6 +138,25 @@ std::shared_ptr<graph> current_graph();
 void evaluate(graph& g);
 /// Throws the first failure of `g` not yet received by a caller (see evaluate()).
 void rethrow_failures(graph& g, const char* where);
+
+/// Whether this thread runs engine work: an evaluation, or a device's engine
+/// thread. Work that would enter the engine from there (an Eigen hook in an
+/// annotated CPU function) runs where it is: the engine cannot wait for itself.
+bool in_engine_thread() noexcept;
+/// Whether a product of `multiply_adds` (m n k) reaches OA_OFFLOAD_GEMM_MIN
+/// of the current runtime (read without waiting for an evaluation in
+/// progress); one below it is counted for the report.
+bool offload_gemm_wanted(double multiply_adds);
+/// Records a call an Eigen hook left to Eigen, and why, for the report.
+void note_not_offloaded(const std::string& op, const std::string& reason, const std::string& dims);
+/// Marks the calling thread as running engine work while it lives.
+class engine_thread_scope {
+ public:
+  engine_thread_scope() noexcept;
+  ~engine_thread_scope();
+  engine_thread_scope(const engine_thread_scope&) = delete;
+  engine_thread_scope& operator=(const engine_thread_scope&) = delete;
+};
 }  // namespace detail
 
 }  // namespace oa

@@ -1,0 +1,39 @@
+# oa_offload(<target> [NO_PRODUCTS])
+#
+# Recompiles an unmodified Eigen program so that its large dense products run
+# through oa's engine: every C++ translation unit of <target> sees the Eigen
+# hooks first (oa/eigen/offload.hpp, force-included), and <target> links oa.
+# Which hooks are compiled in comes as -D flags (NO_PRODUCTS: none for
+# products, -DOA_OFFLOAD_PRODUCTS=0); thresholds and devices are run-time
+# settings (OA_OFFLOAD_GEMM_MIN, OA_DEVICE, ..., see README.md).
+#
+# It must reach every translation unit that uses Eigen, libraries of the
+# program included: a unit built without the hooks instantiates Eigen's
+# product templates differently, and the linker keeps one of the two, so
+# which one a product gets would depend on link order. Eigen's own
+# configuration (EIGEN_DONT_PARALLELIZE, EIGEN_DEFAULT_TO_ROW_MAJOR, ...)
+# must come as compile definitions, not #defines in the sources: the hooks
+# include Eigen before the sources' first line.
+function(oa_offload target)
+  cmake_parse_arguments(OFF "NO_PRODUCTS" "" "" ${ARGN})
+  if(OFF_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "oa_offload(${target}): unknown arguments ${OFF_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT TARGET ${target})
+    message(FATAL_ERROR "oa_offload(${target}): no such target")
+  endif()
+  get_target_property(_type ${target} TYPE)
+  if(_type STREQUAL "INTERFACE_LIBRARY")
+    message(FATAL_ERROR "oa_offload(${target}): an interface library compiles nothing; offload the targets that use it")
+  endif()
+  if(NOT TARGET oa::offload)
+    message(FATAL_ERROR "oa_offload(${target}): oa::offload is not defined (find_package(oa) or add_subdirectory(oa) first)")
+  endif()
+  # The hooks build as C++14 or later: the program keeps its own standard.
+  target_link_libraries(${target} PRIVATE oa::offload)
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:SHELL:-include oa/eigen/offload.hpp>")
+  target_compile_definitions(${target} PRIVATE OA_OFFLOAD=1)
+  if(OFF_NO_PRODUCTS)
+    target_compile_definitions(${target} PRIVATE OA_OFFLOAD_PRODUCTS=0)
+  endif()
+endfunction()
