@@ -1,5 +1,6 @@
 # Installs the build to a scratch prefix, then configures, builds and runs
-# examples/consumer against it with find_package(oa).
+# examples/consumer against it with find_package(oa): a program using oa::oa,
+# and a plain Eigen program built with oa_offload().
 file(REMOVE_RECURSE ${WORK_DIR})
 macro(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -13,3 +14,22 @@ run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${WORK_DIR}/build -G 
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
 message(STATUS "installed oa found, linked and ran: ${out}")
+
+# The offloaded program's 128 x 128 product (128 KiB an operand) paged
+# through an emulated device of 64 KiB, as its report must show
+# (OA_HOST_THRESHOLD=0: data this small would otherwise stay on the host).
+unset(ENV{OA_CONFIG})
+set(ENV{OA_DEVICE} emulated)
+set(ENV{OA_DEVICE_MEMORY} 64KiB)
+set(ENV{OA_OFFLOAD_GEMM_MIN} 0)
+set(ENV{OA_HOST_THRESHOLD} 0)
+set(ENV{OA_REPORT} ${WORK_DIR}/report.json)
+run(${WORK_DIR}/build/consumer_offload)
+file(READ ${WORK_DIR}/report.json report)
+string(JSON op GET "${report}" stages 0 op)
+string(JSON device GET "${report}" stages 0 device)
+string(JSON peak GET "${report}" stages 0 peak_device_bytes)
+if(NOT op STREQUAL "gemm" OR NOT device MATCHES "^emulated" OR peak GREATER 65536)
+  message(FATAL_ERROR "expected a gemm stage on the emulated device within 65536 bytes:\n${report}")
+endif()
+message(STATUS "oa_offload() from the installed package: gemm on ${device}, peak ${peak} device bytes; ${out}")

@@ -1,0 +1,275 @@
+# Unmodified Eigen programs rebuilt with oa_offload(): examples/eigen_gemm.cpp
+# built as it is and offloaded, run side by side on the same input.
+#
+# Included from tests/CMakeLists.txt, this file declares the tests; run with
+# -P, it is the check each test runs:
+#   -DPLAIN=<program> -DOFFLOADED=<program> -DN=<matrix size> -DREPORT=<json path>
+#   -DSET=<VAR=value|VAR=value>: the OA_* settings of both runs (every other OA_* unset)
+#   -DEXPECT=paged -DPRODUCTS=<count> -DBUDGET=<bytes>: every product ran through the
+#    engine on the emulated device, in more than one chunk, within BUDGET bytes
+#   -DEXPECT=below -DPRODUCTS=<count>: none did; the report counts each as below
+#    OA_OFFLOAD_GEMM_MIN
+# Both runs must print the same lines, their numbers agreeing within a relative
+# tolerance: 1e-9 on lines of double results, 1e-4 on lines naming float
+# (numbers below 1 in magnitude are held to it absolutely: entries near zero
+# come from cancellation, in any summation order).
+
+if(NOT CMAKE_SCRIPT_MODE_FILE)
+  if(TARGET oa_example_eigen_gemm AND TARGET oa_example_eigen_gemm_offload)
+    set(_offload_programs_check ${CMAKE_CURRENT_LIST_FILE})
+    function(oa_offload_program_test name n set)
+      add_test(NAME ${name}
+               COMMAND ${CMAKE_COMMAND} -DPLAIN=$<TARGET_FILE:oa_example_eigen_gemm>
+                       -DOFFLOADED=$<TARGET_FILE:oa_example_eigen_gemm_offload> -DN=${n} "-DSET=${set}"
+                       -DREPORT=${CMAKE_CURRENT_BINARY_DIR}/${name}.json ${ARGN} -P ${_offload_programs_check})
+      set_tests_properties(${name} PROPERTIES LABELS unit)
+    endfunction()
+    # 300 x 300 doubles are 720 KB a matrix: paged through a 256 KiB device.
+    # OA_HOST_THRESHOLD=0: the block product's 900 KB would otherwise count as
+    # small enough for the host device.
+    oa_offload_program_test(example_eigen_gemm_paged 300
+                            "OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_OFFLOAD_GEMM_MIN=0|OA_HOST_THRESHOLD=0"
+                            -DEXPECT=paged -DPRODUCTS=4 -DBUDGET=262144)
+    # 64^3 multiply-adds are far below the default threshold: Eigen keeps every product.
+    oa_offload_program_test(example_eigen_gemm_below_threshold 64 "" -DEXPECT=below -DPRODUCTS=4)
+  endif()
+  return()
+endif()
+
+# ---- the check (cmake -P) ---------------------------------------------------------
+
+# Every OA_* variable of the caller's environment is unset: none may leak in.
+execute_process(COMMAND ${CMAKE_COMMAND} -E environment OUTPUT_VARIABLE environment)
+string(REGEX MATCHALL "(^|\n)OA_[A-Za-z0-9_]*=" inherited "${environment}")
+foreach(name IN LISTS inherited)
+  string(REGEX REPLACE "[\n=]" "" name "${name}")
+  unset(ENV{${name}})
+endforeach()
+string(REPLACE "|" ";" set_list "${SET}")
+foreach(kv IN LISTS set_list)
+  string(REGEX MATCH "^([^=]+)=(.*)$" _ "${kv}")
+  set(ENV{${CMAKE_MATCH_1}} "${CMAKE_MATCH_2}")
+endforeach()
+
+function(run_program program out_var)
+  execute_process(COMMAND ${program} ${N} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${program} ${N}: exit status ${rc}\n--- stdout:\n${out}\n--- stderr:\n${err}")
+  endif()
+  set(${out_var} "${out}" PARENT_SCOPE)
+endfunction()
+run_program(${PLAIN} plain)
+file(REMOVE ${REPORT})
+set(ENV{OA_REPORT} ${REPORT})
+run_program(${OFFLOADED} offloaded)
+
+# -- the printed numbers --
+set(number_re "[-+]?[0-9]\\.[0-9]+e[-+][0-9]+")
+
+function(pow10 k out_var)
+  string(REPEAT "0" ${k} zeros)
+  set(${out_var} "1${zeros}" PARENT_SCOPE)
+endfunction()
+
+# A number printed by %.*e as an integer mantissa and a decimal exponent.
+function(parse_number text mantissa_var exponent_var)
+  string(REGEX MATCH "^([-+]?)([0-9])\\.([0-9]+)e([-+])([0-9]+)$" _ "${text}")
+  set(sign "${CMAKE_MATCH_1}")
+  set(first "${CMAKE_MATCH_2}")
+  set(fraction "${CMAKE_MATCH_3}")
+  set(exp_sign "${CMAKE_MATCH_4}")
+  set(exp "${CMAKE_MATCH_5}")
+  # Without leading zeros, which math() would not take as decimal.
+  string(REGEX REPLACE "^0+" "" digits "${first}${fraction}")
+  string(REGEX REPLACE "^0+" "" exp "${exp}")
+  if(digits STREQUAL "")
+    set(digits 0)
+  endif()
+  if(exp STREQUAL "")
+    set(exp 0)
+  endif()
+  string(LENGTH "${fraction}" fraction_digits)
+  math(EXPR exponent "${exp_sign}${exp} - ${fraction_digits}")
+  if(sign STREQUAL "-")
+    set(digits "-${digits}")
+  endif()
+  set(${mantissa_var} ${digits} PARENT_SCOPE)
+  set(${exponent_var} ${exponent} PARENT_SCOPE)
+endfunction()
+
+# Whether |a - b| <= 10^-t max(|a|, |b|, 1), in 64-bit integers: both
+# mantissas brought to the larger exponent R (the smaller number loses
+# digits far below the tolerance), then D = |a' - b'| and S = max(|a'|, |b'|)
+# in units of 10^R.
+function(agree a b t out_var)
+  parse_number(${a} ma ea)
+  parse_number(${b} mb eb)
+  if(ea GREATER eb)
+    set(r ${ea})
+  else()
+    set(r ${eb})
+  endif()
+  foreach(x a b)
+    math(EXPR shift "${r} - ${e${x}}")
+    if(shift GREATER 18)
+      set(m${x} 0)
+    else()
+      pow10(${shift} p)
+      math(EXPR m${x} "${m${x}} / ${p}")
+    endif()
+    string(REGEX REPLACE "^-" "" abs_${x} "${m${x}}")
+  endforeach()
+  math(EXPR d "${ma} - (${mb})")
+  string(REGEX REPLACE "^-" "" d "${d}")
+  if(abs_a GREATER abs_b)
+    set(s ${abs_a})
+  else()
+    set(s ${abs_b})
+  endif()
+  # Is S 10^R at least 1?
+  math(EXPR minus_r "0 - (${r})")
+  if(minus_r LESS_EQUAL 0)
+    set(at_least_one TRUE)
+  elseif(minus_r GREATER 18)
+    set(at_least_one FALSE)
+  else()
+    pow10(${minus_r} one)
+    if(s GREATER_EQUAL one)
+      set(at_least_one TRUE)
+    else()
+      set(at_least_one FALSE)
+    endif()
+  endif()
+  if(at_least_one)
+    pow10(${t} p)
+    math(EXPR limit "${s} / ${p}")  # relative: D <= S / 10^t
+  else()
+    math(EXPR k "${minus_r} - ${t}")  # absolute: D 10^R <= 10^-t
+    if(k GREATER 18)
+      set(${out_var} TRUE PARENT_SCOPE)
+      return()
+    elseif(k LESS 0)
+      set(limit 0)
+    else()
+      pow10(${k} limit)
+    endif()
+  endif()
+  if(d LESS_EQUAL limit)
+    set(${out_var} TRUE PARENT_SCOPE)
+  else()
+    set(${out_var} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
+
+string(REGEX REPLACE "\n$" "" plain "${plain}")
+string(REGEX REPLACE "\n$" "" offloaded "${offloaded}")
+string(REPLACE "\n" ";" plain_lines "${plain}")
+string(REPLACE "\n" ";" offloaded_lines "${offloaded}")
+list(LENGTH plain_lines line_count)
+list(LENGTH offloaded_lines offloaded_count)
+if(line_count EQUAL 0 OR NOT line_count EQUAL offloaded_count)
+  message(FATAL_ERROR "${line_count} lines from ${PLAIN}, ${offloaded_count} from ${OFFLOADED}:\n"
+                      "--- plain:\n${plain}\n--- offloaded:\n${offloaded}")
+endif()
+set(compared 0)
+math(EXPR last_line "${line_count} - 1")
+foreach(i RANGE ${last_line})
+  list(GET plain_lines ${i} p)
+  list(GET offloaded_lines ${i} o)
+  string(REGEX REPLACE "${number_re}" "#" p_text "${p}")
+  string(REGEX REPLACE "${number_re}" "#" o_text "${o}")
+  if(NOT p_text STREQUAL o_text)
+    message(FATAL_ERROR "the builds print different lines:\n  plain:     ${p}\n  offloaded: ${o}")
+  endif()
+  if(p MATCHES " float ")
+    set(t 4)
+  else()
+    set(t 9)
+  endif()
+  string(REGEX MATCHALL "${number_re}" p_numbers "${p}")
+  string(REGEX MATCHALL "${number_re}" o_numbers "${o}")
+  foreach(a b IN ZIP_LISTS p_numbers o_numbers)
+    agree(${a} ${b} ${t} ok)
+    if(NOT ok)
+      message(FATAL_ERROR "${a} (plain) and ${b} (offloaded) differ by more than 1e-${t}:\n"
+                          "  plain:     ${p}\n  offloaded: ${o}")
+    endif()
+    math(EXPR compared "${compared} + 1")
+  endforeach()
+endforeach()
+if(compared EQUAL 0)
+  message(FATAL_ERROR "no numbers to compare in:\n${plain}")
+endif()
+
+# -- the report --
+if(NOT EXISTS ${REPORT})
+  message(FATAL_ERROR "${OFFLOADED} wrote no report to ${REPORT}")
+endif()
+file(READ ${REPORT} report)
+# string(JSON <var> <mode> <the JSON in variable doc> <path...>): the JSON goes
+# by name, since the report's text has semicolons.
+macro(json var mode doc)
+  string(JSON ${var} ERROR_VARIABLE json_error ${mode} "${${doc}}" ${ARGN})
+  if(json_error)
+    message(FATAL_ERROR "${REPORT}: ${json_error}")
+  endif()
+endmacro()
+json(stage_count LENGTH report stages)
+json(declined_count LENGTH report not_offloaded)
+# Only the products count: the report may list other Eigen operations.
+set(gemm_stages 0)
+if(stage_count GREATER 0)
+  math(EXPR last "${stage_count} - 1")
+  foreach(i RANGE ${last})
+    json(stage GET report stages ${i})
+    json(op GET stage op)
+    if(NOT op STREQUAL "gemm")
+      continue()
+    endif()
+    math(EXPR gemm_stages "${gemm_stages} + 1")
+    foreach(key dims device chunks peak_device_bytes)
+      json(${key} GET stage ${key})
+    endforeach()
+    json(error_type TYPE stage error)
+    if(NOT error_type STREQUAL "NULL")
+      message(FATAL_ERROR "gemm ${dims} failed in the engine:\n${stage}")
+    endif()
+    if(EXPECT STREQUAL "paged" AND (NOT device MATCHES "^emulated" OR peak_device_bytes GREATER BUDGET OR chunks LESS 2))
+      message(FATAL_ERROR "gemm ${dims} on '${device}': ${chunks} chunks, peak ${peak_device_bytes} device bytes; "
+                          "expected it paged through the emulated device within ${BUDGET}")
+    endif()
+    message(STATUS "gemm ${dims} on ${device}: ${chunks} chunks, peak ${peak_device_bytes} device bytes")
+  endforeach()
+endif()
+set(gemm_declined 0)
+set(gemm_below 0)
+if(declined_count GREATER 0)
+  math(EXPR last "${declined_count} - 1")
+  foreach(i RANGE ${last})
+    json(op GET report not_offloaded ${i} op)
+    json(reason GET report not_offloaded ${i} reason)
+    json(count GET report not_offloaded ${i} count)
+    if(op STREQUAL "gemm")
+      math(EXPR gemm_declined "${gemm_declined} + ${count}")
+      if(reason MATCHES "^below OA_OFFLOAD_GEMM_MIN")
+        math(EXPR gemm_below "${gemm_below} + ${count}")
+      endif()
+    endif()
+  endforeach()
+endif()
+
+if(EXPECT STREQUAL "paged")
+  if(NOT gemm_stages EQUAL PRODUCTS OR NOT gemm_declined EQUAL 0)
+    message(FATAL_ERROR "${gemm_stages} products through the engine and ${gemm_declined} left to Eigen; "
+                        "expected ${PRODUCTS} and none:\n${report}")
+  endif()
+elseif(EXPECT STREQUAL "below")
+  if(NOT gemm_stages EQUAL 0 OR NOT gemm_below EQUAL PRODUCTS)
+    message(FATAL_ERROR "${gemm_stages} products through the engine and ${gemm_below} below OA_OFFLOAD_GEMM_MIN; "
+                        "expected none and ${PRODUCTS}:\n${report}")
+  endif()
+  message(STATUS "${gemm_below} products below OA_OFFLOAD_GEMM_MIN, left to Eigen")
+else()
+  message(FATAL_ERROR "EXPECT must be paged or below, not '${EXPECT}'")
+endif()
+message(STATUS "${compared} numbers agree between ${PLAIN} and ${OFFLOADED}")
