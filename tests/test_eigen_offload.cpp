@@ -6,12 +6,17 @@
 #include <doctest/doctest.h>
 
 #include <Eigen/Core>
+#include <unsupported/Eigen/SpecialFunctions>
 #include <cstdint>
 #include <limits>
 #include <random>
 
+#include "core/kernel_source.hpp"
 #include "oa/oa.hpp"
 #include "support.hpp"
+#if defined(OA_HAS_CUDA)
+#include "cuda/nvrtc_compiler.hpp"
+#endif
 
 #if !defined(OA_OFFLOAD)
 #error "test_eigen_offload is built with oa_offload()"
@@ -32,6 +37,49 @@ double rel_error(const A& got, const B& ref) {
 oa::config with_gemm_min(oa::config c, std::uint64_t min) {
   c.offload_gemm_min = min;
   return c;
+}
+
+oa::config with_elements_min(oa::config c, std::uint64_t min) {
+  c.offload_elements_min = min;
+  return c;
+}
+
+/// Stages of Eigen assignments the engine ran since the last clear_reports().
+std::size_t engine_cwise() {
+  std::size_t n = 0;
+  for (const auto& r : oa::reports()) n += r.op == "cwise" && r.error.empty();
+  return n;
+}
+
+std::size_t declined_cwise(const std::string& reason_part) {
+  std::size_t n = 0;
+  for (const auto& d : oa::not_offloaded())
+    if (d.op == "cwise" && d.reason.find(reason_part) != std::string::npos) n += d.count;
+  return n;
+}
+
+/// Runs `f` with Eigen (thresholds out of reach), then through the engine on
+/// `cfg`; checks the engine ran at least one assignment stage and both agree.
+template <class F>
+void cwise_differential(const oa::config& cfg, double tol, F f) {
+  decltype(f()) ref;
+  {
+    config_scope eigen(with_elements_min(cfg, std::numeric_limits<std::uint64_t>::max()));
+    ref = f();
+    CHECK(engine_cwise() == 0);
+  }
+  config_scope engine(with_elements_min(cfg, 0));
+  const auto got = f();
+  CHECK(engine_cwise() >= 1);
+  CHECK(got.rows() == ref.rows());
+  CHECK(got.cols() == ref.cols());
+  double err = 0;
+  for (Eigen::Index j = 0; j < ref.cols(); ++j)
+    for (Eigen::Index i = 0; i < ref.rows(); ++i) {
+      const double r = static_cast<double>(ref(i, j)), g = static_cast<double>(got(i, j));
+      err = std::max(err, std::abs(g - r) / std::max(1.0, std::abs(r)));
+    }
+  CHECK(err <= tol);
 }
 
 /// Products the engine ran since the last clear_reports().
@@ -190,4 +238,192 @@ TEST_CASE("a failing engine leaves the product to Eigen, C intact, and says why"
   CHECK(rel_error(C, ref) <= 1e-12);
   CHECK(declined("the engine failed") == 1);
   oa::evaluate();  // the failure was handled: nothing left to throw
+}
+
+// ---- coefficient-wise assignments ------------------------------------------------
+
+TEST_CASE_TEMPLATE("coefficient-wise assignments run as engine stages and match Eigen", S, double, float) {
+  using A = Eigen::Array<S, Eigen::Dynamic, 1>;
+  const double tol = std::is_same_v<S, double> ? 1e-13 : 1e-5;
+  const Eigen::Index n = 10007;  // not a multiple of any chunk
+  const A a = (oa_test::random_matrix<A>(n, 1, 51) + S(1.5)), b = oa_test::random_matrix<A>(n, 1, 52) + S(2),
+          c = oa_test::random_matrix<A>(n, 1, 53);
+  for (const oa::config& cfg : {oa_test::host_config(), oa_test::emulated_config(24 << 10)}) {
+    CAPTURE(cfg.device);
+    cwise_differential(cfg, tol, [&] { return A((a * b + c).exp()); });
+    cwise_differential(cfg, tol, [&] { return A(a * S(2) + S(1) - S(3) / b); });
+    cwise_differential(cfg, tol, [&] { return A((a < b).select(a, b * c)); });
+    cwise_differential(cfg, tol, [&] { return A((a > S(1.7)).select(S(1), c)); });
+    cwise_differential(cfg, tol, [&] { return A(a.sqrt().log() + b.log2() - c.abs().square()); });
+    cwise_differential(cfg, tol, [&] { return A(c.sin() * c.cos() + c.tan() - (c * S(0.5)).asin() + (c * S(0.5)).acos()); });
+    cwise_differential(cfg, tol, [&] { return A(c.atan() + c.tanh() + c.erf() - a.pow(S(2.5))); });
+    cwise_differential(cfg, tol, [&] { return A(a.min(b) + a.max(c) - (-a)); });
+    cwise_differential(cfg, 1e-6, [&] {  // computed in float
+      Eigen::ArrayXf r = (a.template cast<float>() * 2.0f).exp();
+      return Eigen::ArrayXd(r.template cast<double>());
+    });
+    cwise_differential(cfg, tol, [&] {
+      A r = c;
+      r += a * b;
+      r -= b.sqrt();
+      r *= a;
+      r /= b + S(1);
+      return r;
+    });
+    cwise_differential(cfg, tol, [&] {
+      A r = a;
+      r = r * S(2) + b;  // the destination is an operand
+      r = r.square();
+      return r;
+    });
+  }
+}
+
+TEST_CASE("matrices, row-major storage, maps and contiguous blocks are assigned through the engine") {
+  using MR = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  const Eigen::MatrixXd A = oa_test::random_matrix<Eigen::MatrixXd>(120, 90, 61),
+                        B = oa_test::random_matrix<Eigen::MatrixXd>(120, 90, 62);
+  const MR R = oa_test::random_matrix<MR>(120, 90, 63);
+  const oa::config cfg = oa_test::emulated_config(32 << 10);
+  cwise_differential(cfg, 1e-13, [&] { return Eigen::MatrixXd(A + 2.0 * B); });
+  cwise_differential(cfg, 1e-13, [&] { return Eigen::MatrixXd(A.cwiseProduct(B) - B); });
+  cwise_differential(cfg, 1e-13, [&] {
+    Eigen::MatrixXd M(120, 90);
+    M.array() = A.array().exp() * B.array();
+    return M;
+  });
+  cwise_differential(cfg, 1e-13, [&] { return MR(R * 3.0 + R.cwiseAbs()); });
+  cwise_differential(cfg, 1e-13, [&] {
+    Eigen::MatrixXd M = A;
+    M.middleCols(10, 40) = (B.middleCols(20, 40).array() * 2.0).matrix();  // whole columns: contiguous
+    return M;
+  });
+  cwise_differential(cfg, 1e-13, [&] {
+    std::vector<double> store(120 * 90);
+    Eigen::Map<Eigen::ArrayXd> m(store.data(), 120 * 90);
+    m = Eigen::Map<const Eigen::ArrayXd>(A.data(), A.size()).sqrt().abs() + 1.0;
+    return Eigen::ArrayXd(m);
+  });
+}
+
+TEST_CASE("trees outside the supported set stay with Eigen, correct, and the report says why") {
+  const Eigen::ArrayXd a = oa_test::random_array(5000, 0.1, 2, 71);
+  const Eigen::MatrixXd m = oa_test::random_matrix<Eigen::MatrixXd>(100, 100, 72);
+  config_scope cs(with_elements_min(oa_test::emulated_config(1 << 20), 0));
+  const Eigen::ArrayXd s = a.sinh() * 2.0;  // no oa operation for sinh
+  CHECK((s - (a.sinh() * 2.0).eval()).abs().maxCoeff() == 0.0);
+  CHECK(declined_cwise("a coefficient-wise function oa does not have") >= 1);
+  Eigen::MatrixXd rows(40, 100);
+  rows = m.topRows(40) * 2.0;  // rows of a column-major matrix: strided
+  CHECK(rows == (m.topRows(40) * 2.0).eval());
+  CHECK(declined_cwise("not contiguous") >= 1);
+  const Eigen::ArrayXd r = a.reverse() * 2.0;  // not coefficient-wise over storage: not taken at all
+  CHECK(r(0) == a(a.size() - 1) * 2.0);
+  CHECK(engine_cwise() == 0);
+}
+
+TEST_CASE("below OA_OFFLOAD_ELEMENTS_MIN Eigen assigns; at it, the engine") {
+  const Eigen::ArrayXd a = oa_test::random_array(4096, 0.1, 2, 81);
+  {
+    config_scope cs(with_elements_min(oa_test::host_config(), 4097));
+    const Eigen::ArrayXd r = a.exp() + a;
+    CHECK(engine_cwise() == 0);
+    CHECK(declined_cwise("below OA_OFFLOAD_ELEMENTS_MIN") == 1);
+    CHECK((r - (a.exp() + a).eval()).abs().maxCoeff() <= 1e-13);
+  }
+  {
+    config_scope cs(with_elements_min(oa_test::host_config(), 4096));
+    const Eigen::ArrayXd r = a.exp() + a;
+    CHECK(engine_cwise() == 1);
+    CHECK((r - (a.exp() + a).eval()).abs().maxCoeff() <= 1e-13);
+  }
+}
+
+TEST_CASE("a chain of statements pages through a budget far smaller than its arrays") {
+  const std::size_t budget = 64 << 10;
+  const std::size_t n = std::size_t{1} << 16;  // 512 KiB per array
+  const Eigen::ArrayXd lat = oa_test::random_array(n, -1.5, 1.5, 91), lon = oa_test::random_array(n, -3, 3, 92);
+  Eigen::ArrayXd ref;
+  {
+    config_scope eigen(with_elements_min(oa_test::host_config(), std::numeric_limits<std::uint64_t>::max()));
+    Eigen::ArrayXd dlat = (lat - 0.7) / 2.0;
+    Eigen::ArrayXd dlon = (lon - 0.3) / 2.0;
+    Eigen::ArrayXd h = dlat.sin().square() + lat.cos() * std::cos(0.7) * dlon.sin().square();
+    ref = 2.0 * 6371.0 * h.sqrt().asin();
+  }
+  config_scope cs(with_elements_min(oa_test::emulated_config(budget), 0));
+  Eigen::ArrayXd dlat = (lat - 0.7) / 2.0;
+  Eigen::ArrayXd dlon = (lon - 0.3) / 2.0;
+  Eigen::ArrayXd h = dlat.sin().square() + lat.cos() * std::cos(0.7) * dlon.sin().square();
+  const Eigen::ArrayXd d = 2.0 * 6371.0 * h.sqrt().asin();
+  CHECK((d - ref).abs().maxCoeff() <= 1e-9);
+  CHECK(engine_cwise() == 4);
+  for (const auto& r : oa::reports()) {
+    CHECK(r.op == "cwise");
+    CHECK(r.dims == "elements=65536");
+    CHECK(r.device.rfind("emulated", 0) == 0);
+    CHECK(r.chunks > 1);
+    CHECK(r.peak_device_bytes <= budget);
+  }
+}
+
+TEST_CASE("a failing engine leaves an assignment to Eigen, and says why") {
+  // A budget too small for one coefficient of each array: the plan fails.
+  config_scope cs(with_elements_min(oa_test::emulated_config(16), 0));
+  const Eigen::ArrayXd a = oa_test::random_array(3000, 0.1, 2, 95);
+  Eigen::ArrayXd r = a;
+  r = r * 2.0 + a.exp();  // in place: the destination is an operand
+  CHECK((r - (a * 2.0 + a.exp())).abs().maxCoeff() <= 1e-13);
+  CHECK(declined_cwise("the engine failed") == 1);
+  oa::evaluate();
+}
+
+TEST_CASE("the fused kernels of Eigen assignments compile for the GPU") {
+  // The emulated device takes each stage as one generated kernel; each
+  // kernel's source is compiled with NVRTC here (no GPU needed).
+  std::vector<oa::detail::kernel_source> kernels;
+  oa::detail::set_kernel_observer([&](const oa::detail::kernel_source& k) { kernels.push_back(k); });
+  oa::config cfg = with_elements_min(oa_test::emulated_config(1 << 20), 0);
+  cfg.emulated_fused = true;
+  {
+    config_scope cs(cfg);
+    const Eigen::ArrayXd a = oa_test::random_array(5000, 0.1, 0.9, 101), b = oa_test::random_array(5000, 1, 2, 102);
+    Eigen::ArrayXd r = (a < b * 0.5).select(a.tan() + a.acos(), a.atan() * a.tanh()) + a.pow(1.5) + b.erf();
+    r += a.min(b) - a.max(b) + (a != b).cast<double>();
+    Eigen::ArrayXf f = a.cast<float>().sqrt() * 2.0f;
+    CHECK((r - ((a < b * 0.5).select(a.tan() + a.acos(), a.atan() * a.tanh()) + a.pow(1.5) + b.erf() + a.min(b) -
+                a.max(b) + (a != b).cast<double>()))
+              .abs()
+              .maxCoeff() <= 1e-12);
+    CHECK((f - a.cast<float>().sqrt() * 2.0f).abs().maxCoeff() <= 1e-6f);
+  }
+  oa::detail::set_kernel_observer({});
+  REQUIRE(kernels.size() >= 3);
+#if defined(OA_HAS_CUDA)
+  for (const auto& k : kernels) {
+    std::string log;
+    try {
+      CHECK(oa::cuda::compile(k, 9, 0).cubin.size() > 0);
+    } catch (const std::exception& e) {
+      log = e.what();
+    }
+    CHECK_MESSAGE(log.empty(), log, "\n--- source ---\n", k.code);
+  }
+#endif
+}
+
+TEST_CASE("a runtime of the program's own carries its thresholds to the hooks") {
+  const Eigen::MatrixXd A = oa_test::random_matrix<Eigen::MatrixXd>(64, 64, 111), B = A.transpose();
+  oa::runtime eigen_only(with_gemm_min(oa_test::host_config(), std::numeric_limits<std::uint64_t>::max()));
+  oa::runtime offloading(with_gemm_min(oa_test::host_config(), 0));
+  {
+    oa::runtime::use on(eigen_only);
+    const Eigen::MatrixXd C = A * B;
+    CHECK(eigen_only.reports().empty());
+  }
+  {
+    oa::runtime::use on(offloading);
+    const Eigen::MatrixXd C = A * B;
+    CHECK(offloading.reports().size() == 1);
+  }
 }

@@ -1,12 +1,23 @@
 #include "core/kernel_source.hpp"
 
 #include <functional>
+#include <mutex>
 #include <sstream>
 #include <unordered_map>
 
 #include "oa/core/error.hpp"
 
 namespace oa::detail {
+
+namespace {
+std::mutex observer_mutex;
+std::function<void(const kernel_source&)> observer;
+}  // namespace
+
+void set_kernel_observer(std::function<void(const kernel_source&)> f) {
+  std::lock_guard lock(observer_mutex);
+  observer = std::move(f);
+}
 
 bool fusable(const stage& s, const std::vector<call_node>& nodes) {
   for (int c : s.calls)
@@ -105,6 +116,8 @@ kernel_source generate_kernel(const stage& s, const std::vector<call_node>& node
       << body.str() << "  }\n"
       << tail.str() << "}\n";
   k.code = src.str();
+  std::lock_guard lock(observer_mutex);
+  if (observer) observer(k);
   return k;
 }
 

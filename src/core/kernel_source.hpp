@@ -7,6 +7,7 @@
 // Generating the source needs no GPU; compiling it needs NVRTC; running it
 // needs the CUDA device.
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ bool fusable(const stage& s, const std::vector<call_node>& nodes);
 
 /// The fused kernel of a stage laid out with placement_mode::fused.
 kernel_source generate_kernel(const stage& s, const std::vector<call_node>& nodes, const stage_layout& L);
+
+/// Tests: `f` sees every kernel generated from now on (empty: none), so that
+/// kernels of stages recorded and run at once can be compiled by a test.
+void set_kernel_observer(std::function<void(const kernel_source&)> f);
 
 /// The text of oa/core/ops.hpp, compiled into generated kernels.
 const char* ops_header_source();

@@ -47,18 +47,29 @@ struct runtime_state {
   // evaluation that holds `mutex`: the threshold, and their own log.
   std::atomic<bool> hook_ready{false};
   std::atomic<std::uint64_t> offload_gemm_min{0};
+  std::atomic<std::uint64_t> offload_elements_min{0};
   std::mutex declined_mutex;  // guards log.not_offloaded
-  std::atomic<std::uint64_t> gemm_below_threshold{0};  // counted apart: the common case, kept cheap
+  // Calls below the thresholds: counted apart, the common case kept cheap.
+  std::atomic<std::uint64_t> gemm_below_threshold{0};
+  std::atomic<std::uint64_t> cwise_below_threshold{0};
   void publish_hook_settings() {
     offload_gemm_min = cfg.offload_gemm_min;
+    offload_elements_min = cfg.offload_elements_min;
     hook_ready = true;
   }
   /// Moves the cheap counts into the log (under declined_mutex).
   void fold_declined() {
-    const std::uint64_t n = gemm_below_threshold.exchange(0);
-    if (n == 0) return;
-    log.add_declined("gemm", "below OA_OFFLOAD_GEMM_MIN (" + std::to_string(cfg.offload_gemm_min) + " multiply-adds)", "");
-    log.not_offloaded.back().count += n - 1;  // add_declined counted one
+    const auto fold = [&](std::atomic<std::uint64_t>& count, const char* op, const std::string& reason) {
+      const std::uint64_t n = count.exchange(0);
+      if (n == 0) return;
+      log.add_declined(op, reason, "");
+      for (auto& d : log.not_offloaded)
+        if (d.op == op && d.reason == reason) d.count += n - 1;  // add_declined counted one
+    };
+    fold(gemm_below_threshold, "gemm",
+         "below OA_OFFLOAD_GEMM_MIN (" + std::to_string(cfg.offload_gemm_min) + " multiply-adds)");
+    fold(cwise_below_threshold, "cwise",
+         "below OA_OFFLOAD_ELEMENTS_MIN (" + std::to_string(cfg.offload_elements_min) + " coefficients)");
   }
 
   device_entry& first() { return devices.front(); }
@@ -225,6 +236,7 @@ runtime::runtime(const config& c, const config_origin& origin) : state_(std::mak
   state_->cfg = c;
   state_->origin = origin;
   state_->configured = true;
+  state_->publish_hook_settings();
 }
 
 runtime::~runtime() = default;
@@ -292,6 +304,7 @@ void runtime::clear_reports() {
   std::scoped_lock lock(state_->mutex, state_->declined_mutex);
   state_->log.clear();
   state_->gemm_below_threshold = 0;
+  state_->cwise_below_threshold = 0;
 }
 
 void runtime::write_outputs() {
@@ -342,14 +355,28 @@ thread_local int engine_depth = 0;
 }
 bool in_engine_thread() noexcept { return engine_depth > 0; }
 
-bool offload_gemm_wanted(double multiply_adds) {
+namespace {
+runtime_state& hook_state() {
   runtime_state& s = current_state();
   if (!s.hook_ready) {
     std::lock_guard lock(s.mutex);
     (void)config_locked(s);  // a bad OA_* setting throws here, naming it
   }
+  return s;
+}
+}  // namespace
+
+bool offload_gemm_wanted(double multiply_adds) {
+  runtime_state& s = hook_state();
   if (multiply_adds >= static_cast<double>(s.offload_gemm_min.load(std::memory_order_relaxed))) return true;
   s.gemm_below_threshold.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool offload_cwise_wanted(std::uint64_t coefficients) {
+  runtime_state& s = hook_state();
+  if (coefficients >= s.offload_elements_min.load(std::memory_order_relaxed)) return true;
+  s.cwise_below_threshold.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 

@@ -5,11 +5,10 @@
 // When the engine cannot run it, Eigen does: the engine leaves C as it was
 // on failure, and the reason goes to the report.
 
-#include <cstdio>
-#include <mutex>
 #include <string>
 
 #include "oa/core/runtime.hpp"
+#include "eigen/evaluate_hooked.hpp"
 #include "oa/eigen/hooks.hpp"
 #include "oa/linalg/gemm.hpp"
 
@@ -93,25 +92,7 @@ bool run(const gemm_call& call) {
     node.contraction = std::move(d);
     result->producer = g->add(std::move(node));
   }
-  // Runs this product, and whatever the thread had recorded before it.
-  detail::evaluate(*g);
-  if (result->status != detail::value_status::failed) return true;
-  g->delivered(result->error);  // handled here: Eigen computes it instead
-  std::string why;
-  try {
-    std::rethrow_exception(result->error);
-  } catch (const std::exception& e) {
-    why = e.what();
-  } catch (...) {
-    why = "an unknown exception";
-  }
-  detail::note_not_offloaded("gemm", "the engine failed (Eigen computed it): " + why, dims_of(call));
-  static std::once_flag said;
-  std::call_once(said, [&] {
-    std::fprintf(stderr, "oa: an Eigen product (%s) failed in the engine, and Eigen computed it: %s\n",
-                 dims_of(call).c_str(), why.c_str());
-  });
-  return false;
+  return evaluate_hooked(*g, result, "gemm", dims_of(call));
 }
 
 }  // namespace

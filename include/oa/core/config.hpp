@@ -35,6 +35,9 @@ struct config {
   // OA_OFFLOAD_GEMM_MIN: Eigen products (oa_offload) of fewer multiply-adds
   // (m n k) stay with Eigen: the engine's fixed costs outweigh what it gains.
   std::uint64_t offload_gemm_min = std::uint64_t{1} << 24;
+  // OA_OFFLOAD_ELEMENTS_MIN: coefficient-wise Eigen assignments (oa_offload)
+  // of fewer coefficients stay with Eigen.
+  std::uint64_t offload_elements_min = std::uint64_t{1} << 18;
 
   /// Defaults overlaid with OA_CONFIG's JSON file and then OA_* variables,
   /// then validated; `origins`, when given, learns where each setting came from.

@@ -12,8 +12,8 @@ namespace oa {
 
 struct stage_report {
   std::vector<std::string> calls;  // annotated functions, in program order
-  std::string op;                  // "gemm" for products; "stage" for chunked calls
-  std::string dims;                // products: "m=.. n=.. k=.."
+  std::string op;                  // "gemm" for products, "cwise" for Eigen assignments, else "stage"
+  std::string dims;                // products: "m=.. n=.. k=.."; Eigen assignments: "elements=.."
   std::string device;              // where the stage ran
   std::string placement_reason;    // why there
   std::size_t units = 0;

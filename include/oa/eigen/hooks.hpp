@@ -9,7 +9,7 @@
 namespace oa {
 namespace eigen_hooks {
 
-enum class scalar_type { f32, f64 };
+enum class scalar_type { f32, f64, boolean };
 
 /// A dense matrix as Eigen's kernels see it: `rows` x `cols`, `outer_stride`
 /// elements between consecutive columns (rows, when row-major), inner stride 1.
@@ -34,6 +34,52 @@ struct gemm_call {
 /// from inside the engine, or the engine failed: the reason goes to the
 /// report). Errors of oa's configuration are thrown (oa::config_error).
 bool gemm(const gemm_call& call);
+
+/// Coefficient-wise operations of an expression tree, by their oa::ops names.
+enum class cwise_op : unsigned char {
+  leaf,      // an array of the program (data)
+  constant,  // a scalar every coefficient sees (value)
+  add, sub, mul, div, min, max, pow,
+  less, less_equal, greater, greater_equal, equal_to, not_equal_to,
+  select,    // a ? b : c
+  exp, log, log2, sqrt, sin, cos, tan, asin, acos, atan, tanh, erf, abs, square, negate,
+  cast,      // a converted to the node's type
+};
+
+/// One node of a flattened tree: operands (a, b, c) are earlier nodes.
+struct cwise_node {
+  cwise_op op;
+  scalar_type type;  // of the node's coefficients
+  int a, b, c;       // -1: none
+  const void* data;  // leaf: its coefficients, contiguous, in the destination's order
+  double value;      // constant
+};
+
+/// How the tree's value is stored: dst = tree, dst += tree, ...
+enum class assign_kind : unsigned char { assign, add, sub, mul, div };
+
+/// dst (size coefficients of dst_type, contiguous) op= the tree whose root
+/// is nodes[count - 1].
+struct cwise_call {
+  const cwise_node* nodes;
+  int count;
+  void* dst;
+  scalar_type dst_type;
+  std::ptrdiff_t size;
+  assign_kind assign;
+};
+
+/// Whether an assignment of `size` coefficients is large enough for the
+/// engine (OA_OFFLOAD_ELEMENTS_MIN); one below it is counted for the report.
+bool cwise_wanted(std::ptrdiff_t size);
+
+/// An assignment the hook leaves to Eigen, and why, for the report.
+void cwise_declined(const char* reason, std::ptrdiff_t size);
+
+/// Runs `call` through the engine as one stage (one fused kernel per chunk
+/// on a GPU) and returns true; or returns false, dst untouched, when Eigen
+/// should compute it (the reason goes to the report).
+bool cwise(const cwise_call& call);
 
 }  // namespace eigen_hooks
 }  // namespace oa

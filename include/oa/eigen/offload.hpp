@@ -11,9 +11,18 @@
 //   OpenMP, in initParallelSession, before Eigen's threads start, so it is
 //   offloaded once rather than once per thread.
 //
-// Products below OA_OFFLOAD_GEMM_MIN multiply-adds, and products Eigen runs
-// inside the engine's own threads, stay with Eigen, computed as Eigen would.
-// -DOA_OFFLOAD_PRODUCTS=0 leaves products out (oa_offload's NO_PRODUCTS).
+// - Assignment: an assignment (=, +=, -=, *=, /=) of a coefficient-wise
+//   expression tree (arithmetic, comparisons, select, the common unary
+//   functions, pow with a scalar, casts, scalar constants) over contiguous
+//   float, double or bool operands to a contiguous dense destination becomes
+//   one engine stage: chunked, paged, one fused kernel per chunk on a GPU.
+//   Trees of other kinds are not touched: Eigen assigns them as always.
+//
+// Products below OA_OFFLOAD_GEMM_MIN multiply-adds, assignments below
+// OA_OFFLOAD_ELEMENTS_MIN coefficients, and work Eigen runs inside the
+// engine's own threads stay with Eigen, computed as Eigen would.
+// -DOA_OFFLOAD_PRODUCTS=0 leaves products out (oa_offload's NO_PRODUCTS),
+// -DOA_OFFLOAD_CWISE=0 assignments (NO_CWISE).
 //
 // Limits: every translation unit that uses Eigen must see this header (a unit
 // without it instantiates the same Eigen templates differently, and the
@@ -29,6 +38,13 @@
 #endif
 
 #include "oa/eigen/hooks.hpp"
+
+namespace Eigen {
+namespace internal {
+template <typename Scalar>
+struct scalar_erf_op;  // unsupported/Eigen/SpecialFunctions: hooked when a program includes it
+}  // namespace internal
+}  // namespace Eigen
 
 namespace oa {
 namespace eigen_hooks {
@@ -112,9 +128,324 @@ class offloading_gemm {
   mutable bool m_offloaded = false;
 };
 
+// ---- coefficient-wise assignments ---------------------------------------------
+
+template <class S>
+struct element_of {
+  enum { known = 0 };
+};
+template <>
+struct element_of<float> {
+  enum { known = 1 };
+  static scalar_type type() { return scalar_type::f32; }
+};
+template <>
+struct element_of<double> {
+  enum { known = 1 };
+  static scalar_type type() { return scalar_type::f64; }
+};
+template <>
+struct element_of<bool> {
+  enum { known = 1 };
+  static scalar_type type() { return scalar_type::boolean; }
+};
+
+template <class F>
+struct unary_of {
+  enum { known = 0 };
+};
+#define OA_EIGEN_UNARY(FUNCTOR, OP)                       \
+  template <class S>                                      \
+  struct unary_of<Eigen::internal::FUNCTOR<S>> {          \
+    enum { known = 1 };                                   \
+    static cwise_op op() { return cwise_op::OP; }         \
+  };
+OA_EIGEN_UNARY(scalar_exp_op, exp)
+OA_EIGEN_UNARY(scalar_log_op, log)
+OA_EIGEN_UNARY(scalar_log2_op, log2)
+OA_EIGEN_UNARY(scalar_sqrt_op, sqrt)
+OA_EIGEN_UNARY(scalar_sin_op, sin)
+OA_EIGEN_UNARY(scalar_cos_op, cos)
+OA_EIGEN_UNARY(scalar_tan_op, tan)
+OA_EIGEN_UNARY(scalar_asin_op, asin)
+OA_EIGEN_UNARY(scalar_acos_op, acos)
+OA_EIGEN_UNARY(scalar_atan_op, atan)
+OA_EIGEN_UNARY(scalar_tanh_op, tanh)
+OA_EIGEN_UNARY(scalar_erf_op, erf)
+OA_EIGEN_UNARY(scalar_abs_op, abs)
+OA_EIGEN_UNARY(scalar_square_op, square)
+OA_EIGEN_UNARY(scalar_abs2_op, square)
+OA_EIGEN_UNARY(scalar_opposite_op, negate)
+#undef OA_EIGEN_UNARY
+template <class S, class N>
+struct unary_of<Eigen::internal::scalar_cast_op<S, N>> {
+  enum { known = 1 };
+  static cwise_op op() { return cwise_op::cast; }
+};
+
+/// Binary functors; `swap`: oa's operator takes the operands the other way
+/// round (Eigen's min is std::min(a, b), which is oa::ops::min(b, a)).
+template <class F>
+struct binary_of {
+  enum { known = 0 };
+};
+#define OA_EIGEN_BINARY(FUNCTOR, OP, SWAP)                \
+  template <class L, class R>                             \
+  struct binary_of<Eigen::internal::FUNCTOR<L, R>> {      \
+    enum { known = 1, swap = SWAP };                      \
+    static cwise_op op() { return cwise_op::OP; }         \
+  };
+OA_EIGEN_BINARY(scalar_sum_op, add, 0)
+OA_EIGEN_BINARY(scalar_difference_op, sub, 0)
+OA_EIGEN_BINARY(scalar_product_op, mul, 0)
+OA_EIGEN_BINARY(scalar_quotient_op, div, 0)
+OA_EIGEN_BINARY(scalar_pow_op, pow, 0)
+#undef OA_EIGEN_BINARY
+template <class L, class R>
+struct binary_of<Eigen::internal::scalar_min_op<L, R, Eigen::PropagateFast>> {
+  enum { known = 1, swap = 1 };
+  static cwise_op op() { return cwise_op::min; }
+};
+template <class L, class R>
+struct binary_of<Eigen::internal::scalar_max_op<L, R, Eigen::PropagateFast>> {
+  enum { known = 1, swap = 0 };
+  static cwise_op op() { return cwise_op::max; }
+};
+#define OA_EIGEN_COMPARE(CMP, OP)                                          \
+  template <class L, class R>                                              \
+  struct binary_of<Eigen::internal::scalar_cmp_op<L, R, Eigen::internal::CMP>> { \
+    enum { known = 1, swap = 0 };                                          \
+    static cwise_op op() { return cwise_op::OP; }                          \
+  };
+OA_EIGEN_COMPARE(cmp_LT, less)
+OA_EIGEN_COMPARE(cmp_LE, less_equal)
+OA_EIGEN_COMPARE(cmp_GT, greater)
+OA_EIGEN_COMPARE(cmp_GE, greater_equal)
+OA_EIGEN_COMPARE(cmp_EQ, equal_to)
+OA_EIGEN_COMPARE(cmp_NEQ, not_equal_to)
+#undef OA_EIGEN_COMPARE
+
+/// The flattened tree being built, and the destination's shape every
+/// operand must share coefficient for coefficient.
+struct tree_builder {
+  enum { capacity = 48 };
+  cwise_node nodes[capacity];
+  int count = 0;
+  Eigen::Index rows = 0, cols = 0;
+  bool row_major = false;
+  const char* refused = 0;  // why not, when a node is refused
+
+  int push(cwise_op op, scalar_type type, int a = -1, int b = -1, int c = -1, const void* data = 0,
+           double value = 0) {
+    if (count == capacity) return refuse("more than 48 operations and operands in one expression");
+    cwise_node& n = nodes[count];
+    n.op = op, n.type = type, n.a = a, n.b = b, n.c = c, n.data = data, n.value = value;
+    return count++;
+  }
+  int refuse(const char* why) {
+    if (!refused) refused = why;
+    return -1;
+  }
+};
+
+template <class T>
+struct bare {
+  typedef typename Eigen::internal::remove_all<T>::type type;
+};
+
+/// A tree of coefficient-wise nodes over leaves with direct access: what
+/// the hook takes (`shape`), and its flattening (`add`, -1 when refused at
+/// run time: a strided leaf, a functor oa lacks).
+template <class E, class Enable = void>
+struct tree {
+  enum { shape = 0, ops = 0 };
+};
+
+template <class E>
+struct is_leaf {
+  enum {
+    value = (Eigen::internal::traits<E>::Flags & Eigen::DirectAccessBit) != 0 &&
+            element_of<typename E::Scalar>::known
+  };
+};
+
+template <class E>
+struct tree<E, typename Eigen::internal::enable_if<is_leaf<E>::value>::type> {
+  enum { shape = 1, ops = 0 };
+  static int add(const E& e, tree_builder& b) {
+    const bool vector = e.rows() == 1 || e.cols() == 1;
+    if (e.rows() != b.rows || e.cols() != b.cols) return b.refuse("operands of different shapes");
+    if (e.innerStride() != 1 || (e.outerStride() != e.innerSize() && e.outerSize() > 1))
+      return b.refuse("an operand that is not contiguous in memory (a strided map or block)");
+    if (!vector && bool(E::IsRowMajor) != b.row_major)
+      return b.refuse("operands in different storage orders");
+    return b.push(cwise_op::leaf, element_of<typename E::Scalar>::type(), -1, -1, -1, e.data());
+  }
+};
+
+template <class S, class P>
+struct tree<Eigen::CwiseNullaryOp<Eigen::internal::scalar_constant_op<S>, P>,
+            typename Eigen::internal::enable_if<element_of<S>::known>::type> {
+  enum { shape = 1, ops = 0 };
+  static int add(const Eigen::CwiseNullaryOp<Eigen::internal::scalar_constant_op<S>, P>& e, tree_builder& b) {
+    return b.push(cwise_op::constant, element_of<S>::type(), -1, -1, -1, 0, static_cast<double>(e.functor()()));
+  }
+};
+
+template <class F, class X>
+struct tree<Eigen::CwiseUnaryOp<F, X>, typename Eigen::internal::enable_if<element_of<
+                                           typename Eigen::CwiseUnaryOp<F, X>::Scalar>::known>::type> {
+  typedef typename bare<X>::type inner;
+  enum { shape = tree<inner>::shape, ops = 1 };
+  static int add(const Eigen::CwiseUnaryOp<F, X>& e, tree_builder& b) {
+    const int a = tree<inner>::add(e.nestedExpression(), b);
+    if (a < 0) return -1;
+    if (!unary_of<F>::known) return b.refuse("a coefficient-wise function oa does not have");
+    return b.push(op<F>(), element_of<typename Eigen::CwiseUnaryOp<F, X>::Scalar>::type(), a);
+  }
+  template <class G>
+  static cwise_op op(typename Eigen::internal::enable_if<unary_of<G>::known>::type* = 0) {
+    return unary_of<G>::op();
+  }
+  template <class G>
+  static cwise_op op(typename Eigen::internal::enable_if<!unary_of<G>::known>::type* = 0) {
+    return cwise_op::leaf;
+  }
+};
+
+template <class F, class L, class R>
+struct tree<Eigen::CwiseBinaryOp<F, L, R>, typename Eigen::internal::enable_if<element_of<
+                                               typename Eigen::CwiseBinaryOp<F, L, R>::Scalar>::known>::type> {
+  typedef typename bare<L>::type lhs;
+  typedef typename bare<R>::type rhs;
+  enum { shape = tree<lhs>::shape && tree<rhs>::shape, ops = 1 };
+  static int add(const Eigen::CwiseBinaryOp<F, L, R>& e, tree_builder& b) {
+    const int x = tree<lhs>::add(e.lhs(), b);
+    if (x < 0) return -1;
+    const int y = tree<rhs>::add(e.rhs(), b);
+    if (y < 0) return -1;
+    return push<F>(b, x, y);
+  }
+  template <class G>
+  static int push(tree_builder& b, int x, int y, typename Eigen::internal::enable_if<binary_of<G>::known>::type* = 0) {
+    const scalar_type t = element_of<typename Eigen::CwiseBinaryOp<F, L, R>::Scalar>::type();
+    return binary_of<G>::swap ? b.push(binary_of<G>::op(), t, y, x) : b.push(binary_of<G>::op(), t, x, y);
+  }
+  template <class G>
+  static int push(tree_builder& b, int, int, typename Eigen::internal::enable_if<!binary_of<G>::known>::type* = 0) {
+    return b.refuse("a coefficient-wise operator oa does not have");
+  }
+};
+
+template <class C, class T, class E>
+struct tree<Eigen::Select<C, T, E>,
+            typename Eigen::internal::enable_if<element_of<typename Eigen::Select<C, T, E>::Scalar>::known>::type> {
+  enum { shape = tree<C>::shape && tree<T>::shape && tree<E>::shape, ops = 1 };
+  static int add(const Eigen::Select<C, T, E>& e, tree_builder& b) {
+    const int c = tree<C>::add(e.conditionMatrix(), b);
+    if (c < 0) return -1;
+    const int t = tree<T>::add(e.thenMatrix(), b);
+    if (t < 0) return -1;
+    const int f = tree<E>::add(e.elseMatrix(), b);
+    if (f < 0) return -1;
+    return b.push(cwise_op::select, element_of<typename Eigen::Select<C, T, E>::Scalar>::type(), c, t, f);
+  }
+};
+
+// .array() and .matrix() change nothing coefficient-wise.
+template <class X>
+struct tree<Eigen::ArrayWrapper<X>, typename Eigen::internal::enable_if<!is_leaf<Eigen::ArrayWrapper<X> >::value>::type> {
+  typedef typename bare<X>::type inner;
+  enum { shape = tree<inner>::shape, ops = tree<inner>::ops };
+  static int add(const Eigen::ArrayWrapper<X>& e, tree_builder& b) { return tree<inner>::add(e.nestedExpression(), b); }
+};
+template <class X>
+struct tree<Eigen::MatrixWrapper<X>, typename Eigen::internal::enable_if<!is_leaf<Eigen::MatrixWrapper<X> >::value>::type> {
+  typedef typename bare<X>::type inner;
+  enum { shape = tree<inner>::shape, ops = tree<inner>::ops };
+  static int add(const Eigen::MatrixWrapper<X>& e, tree_builder& b) { return tree<inner>::add(e.nestedExpression(), b); }
+};
+
+template <class F>
+struct assign_of {
+  enum { known = 0 };
+};
+#define OA_EIGEN_ASSIGN(FUNCTOR, KIND)                   \
+  template <class D, class S>                            \
+  struct assign_of<Eigen::internal::FUNCTOR<D, S>> {     \
+    enum { known = 1 };                                  \
+    static assign_kind kind() { return assign_kind::KIND; } \
+  };
+OA_EIGEN_ASSIGN(assign_op, assign)
+OA_EIGEN_ASSIGN(add_assign_op, add)
+OA_EIGEN_ASSIGN(sub_assign_op, sub)
+OA_EIGEN_ASSIGN(mul_assign_op, mul)
+OA_EIGEN_ASSIGN(div_assign_op, div)
+#undef OA_EIGEN_ASSIGN
+
+/// The assignments the hook takes: a tree with at least one operation (a
+/// plain copy or fill gains nothing) into a float or double destination
+/// with direct access.
+template <class Dst, class Src, class Func>
+struct hooked_assignment {
+  typedef typename Dst::Scalar scalar;
+  enum {
+    value = tree<Src>::shape && tree<Src>::ops && assign_of<Func>::known &&
+            (Eigen::internal::traits<Dst>::Flags & Eigen::DirectAccessBit) != 0 &&
+            element_of<scalar>::known && !Eigen::internal::is_same<scalar, bool>::value
+  };
+};
+
+template <class Dst, class Src, class Func>
+bool offload_assignment(Dst& dst, const Src& src, const Func&) {
+  const std::ptrdiff_t size = static_cast<std::ptrdiff_t>(dst.size());
+  if (!cwise_wanted(size)) return false;
+  if (dst.innerStride() != 1 || (dst.outerStride() != dst.innerSize() && dst.outerSize() > 1)) {
+    cwise_declined("a destination that is not contiguous in memory (a strided map or block)", size);
+    return false;
+  }
+  tree_builder b;
+  b.rows = dst.rows();
+  b.cols = dst.cols();
+  b.row_major = bool(Dst::IsRowMajor);
+  if (tree<Src>::add(src, b) < 0) {
+    cwise_declined(b.refused, size);
+    return false;
+  }
+  cwise_call call;
+  call.nodes = b.nodes;
+  call.count = b.count;
+  call.dst = dst.data();
+  call.dst_type = element_of<typename Dst::Scalar>::type();
+  call.size = size;
+  call.assign = assign_of<Func>::kind();
+  return cwise(call);
+}
+
 }  // namespace detail
 }  // namespace eigen_hooks
 }  // namespace oa
+
+#if !defined(OA_OFFLOAD_CWISE) || OA_OFFLOAD_CWISE
+namespace Eigen {
+namespace internal {
+
+template <class Dst, class Src, class Func>
+struct Assignment<Dst, Src, Func, Dense2Dense,
+                  typename enable_if<oa::eigen_hooks::detail::hooked_assignment<Dst, Src, Func>::value>::type> {
+  static void run(Dst& dst, const Src& src, const Func& func) {
+#ifndef EIGEN_NO_DEBUG
+    internal::check_for_aliasing(dst, src);
+#endif
+    resize_if_allowed(dst, src, func);
+    if (oa::eigen_hooks::detail::offload_assignment(dst, src, func)) return;
+    call_dense_assignment_loop(dst, src, func);
+  }
+};
+
+}  // namespace internal
+}  // namespace Eigen
+#endif  // OA_OFFLOAD_CWISE
 
 #if !defined(OA_OFFLOAD_PRODUCTS) || OA_OFFLOAD_PRODUCTS
 namespace Eigen {
