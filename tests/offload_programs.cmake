@@ -1,42 +1,66 @@
-# Unmodified Eigen programs rebuilt with oa_offload(): examples/eigen_gemm.cpp
-# built as it is and offloaded, run side by side on the same input.
+# Unmodified Eigen programs rebuilt with oa_offload(): each of examples/eigen_gemm.cpp,
+# eigen_blackscholes.cpp and eigen_haversine.cpp built as it is and offloaded, run
+# side by side on the same input.
 #
 # Included from tests/CMakeLists.txt, this file declares the tests; run with
 # -P, it is the check each test runs:
-#   -DPLAIN=<program> -DOFFLOADED=<program> -DN=<matrix size> -DREPORT=<json path>
+#   -DPLAIN=<program> -DOFFLOADED=<program> -DN=<the programs' argument> -DREPORT=<json path>
 #   -DSET=<VAR=value|VAR=value>: the OA_* settings of both runs (every other OA_* unset)
-#   -DEXPECT=paged -DPRODUCTS=<count> -DBUDGET=<bytes>: every product ran through the
-#    engine on the emulated device, in more than one chunk, within BUDGET bytes
-#   -DEXPECT=below -DPRODUCTS=<count>: none did; the report counts each as below
-#    OA_OFFLOAD_GEMM_MIN
+#   -DOP=gemm|cwise: the report's operations the check is about (products, or
+#    coefficient-wise assignments); the report may list others
+#   -DEXPECT=paged -DSTAGES=<count> -DBUDGET=<bytes>: every one of the STAGES operations ran
+#    through the engine on the emulated device, in more than one chunk, within BUDGET bytes
+#   -DEXPECT=below -DSTAGES=<count>: none did; the report counts each as below the
+#    operation's threshold (OA_OFFLOAD_GEMM_MIN, OA_OFFLOAD_ELEMENTS_MIN)
+#   -DDIMS=<dims>: optional, the dims every stage of OP must report (e.g. elements=1000)
 # Both runs must print the same lines, their numbers agreeing within a relative
 # tolerance: 1e-9 on lines of double results, 1e-4 on lines naming float
 # (numbers below 1 in magnitude are held to it absolutely: entries near zero
 # come from cancellation, in any summation order).
 
 if(NOT CMAKE_SCRIPT_MODE_FILE)
-  if(TARGET oa_example_eigen_gemm AND TARGET oa_example_eigen_gemm_offload)
-    set(_offload_programs_check ${CMAKE_CURRENT_LIST_FILE})
-    function(oa_offload_program_test name n set)
-      add_test(NAME ${name}
-               COMMAND ${CMAKE_COMMAND} -DPLAIN=$<TARGET_FILE:oa_example_eigen_gemm>
-                       -DOFFLOADED=$<TARGET_FILE:oa_example_eigen_gemm_offload> -DN=${n} "-DSET=${set}"
-                       -DREPORT=${CMAKE_CURRENT_BINARY_DIR}/${name}.json ${ARGN} -P ${_offload_programs_check})
-      set_tests_properties(${name} PROPERTIES LABELS unit)
-    endfunction()
-    # 300 x 300 doubles are 720 KB a matrix: paged through a 256 KiB device.
-    # OA_HOST_THRESHOLD=0: the block product's 900 KB would otherwise count as
-    # small enough for the host device.
-    oa_offload_program_test(example_eigen_gemm_paged 300
-                            "OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_OFFLOAD_GEMM_MIN=0|OA_HOST_THRESHOLD=0"
-                            -DEXPECT=paged -DPRODUCTS=4 -DBUDGET=262144)
-    # 64^3 multiply-adds are far below the default threshold: Eigen keeps every product.
-    oa_offload_program_test(example_eigen_gemm_below_threshold 64 "" -DEXPECT=below -DPRODUCTS=4)
-  endif()
+  set(_offload_programs_check ${CMAKE_CURRENT_LIST_FILE})
+  # Test <name>: oa_example_<program> and oa_example_<program>_offload with argument <n>.
+  function(oa_offload_program_test name program n set)
+    if(NOT TARGET oa_example_${program} OR NOT TARGET oa_example_${program}_offload)
+      return()
+    endif()
+    add_test(NAME ${name}
+             COMMAND ${CMAKE_COMMAND} -DPLAIN=$<TARGET_FILE:oa_example_${program}>
+                     -DOFFLOADED=$<TARGET_FILE:oa_example_${program}_offload> -DN=${n} "-DSET=${set}"
+                     -DREPORT=${CMAKE_CURRENT_BINARY_DIR}/${name}.json ${ARGN} -P ${_offload_programs_check})
+    set_tests_properties(${name} PROPERTIES LABELS unit)
+  endfunction()
+
+  # 300 x 300 doubles are 720 KB a matrix: paged through a 256 KiB device.
+  # OA_HOST_THRESHOLD=0: the block product's 900 KB would otherwise count as
+  # small enough for the host device.
+  oa_offload_program_test(example_eigen_gemm_paged eigen_gemm 300
+                          "OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_OFFLOAD_GEMM_MIN=0|OA_HOST_THRESHOLD=0"
+                          -DOP=gemm -DEXPECT=paged -DSTAGES=4 -DBUDGET=262144)
+  # 64^3 multiply-adds are far below the default threshold: Eigen keeps every product.
+  oa_offload_program_test(example_eigen_gemm_below_threshold eigen_gemm 64 "" -DOP=gemm -DEXPECT=below -DSTAGES=4)
+
+  # The workloads: arrays of 100000 doubles are 800 KB each, paged through a
+  # 256 KiB device, one stage per statement. Each program runs its statements
+  # twice: on random inputs, then on WORKLOADS.md's constant check inputs
+  # (32 statements for Black-Scholes, 16 for Haversine).
+  set(_paged_cwise "OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_HOST_THRESHOLD=0|OA_OFFLOAD_ELEMENTS_MIN=0")
+  oa_offload_program_test(example_eigen_blackscholes_paged eigen_blackscholes 100000 "${_paged_cwise}"
+                          -DOP=cwise -DEXPECT=paged -DSTAGES=64 -DBUDGET=262144 -DDIMS=elements=100000)
+  oa_offload_program_test(example_eigen_haversine_paged eigen_haversine 100000 "${_paged_cwise}"
+                          -DOP=cwise -DEXPECT=paged -DSTAGES=32 -DBUDGET=262144 -DDIMS=elements=100000)
+  # 1000 coefficients are far below the default OA_OFFLOAD_ELEMENTS_MIN: Eigen keeps every statement.
+  oa_offload_program_test(example_eigen_blackscholes_below_threshold eigen_blackscholes 1000 ""
+                          -DOP=cwise -DEXPECT=below -DSTAGES=64)
+  oa_offload_program_test(example_eigen_haversine_below_threshold eigen_haversine 1000 ""
+                          -DOP=cwise -DEXPECT=below -DSTAGES=32)
   return()
 endif()
 
 # ---- the check (cmake -P) ---------------------------------------------------------
+
+cmake_policy(VERSION 3.25)  # if() takes quoted strings as strings (CMP0054)
 
 # Every OA_* variable of the caller's environment is unset: none may leak in.
 execute_process(COMMAND ${CMAKE_COMMAND} -E environment OUTPUT_VARIABLE environment)
@@ -216,59 +240,71 @@ macro(json var mode doc)
 endmacro()
 json(stage_count LENGTH report stages)
 json(declined_count LENGTH report not_offloaded)
-# Only the products count: the report may list other Eigen operations.
-set(gemm_stages 0)
+if(OP STREQUAL "gemm")
+  set(threshold OA_OFFLOAD_GEMM_MIN)
+  set(what "products")
+elseif(OP STREQUAL "cwise")
+  set(threshold OA_OFFLOAD_ELEMENTS_MIN)
+  set(what "coefficient-wise assignments")
+else()
+  message(FATAL_ERROR "OP must be gemm or cwise, not '${OP}'")
+endif()
+# Only OP's stages count: the report may list other Eigen operations.
+set(op_stages 0)
 if(stage_count GREATER 0)
   math(EXPR last "${stage_count} - 1")
   foreach(i RANGE ${last})
     json(stage GET report stages ${i})
     json(op GET stage op)
-    if(NOT op STREQUAL "gemm")
+    if(NOT op STREQUAL OP)
       continue()
     endif()
-    math(EXPR gemm_stages "${gemm_stages} + 1")
+    math(EXPR op_stages "${op_stages} + 1")
     foreach(key dims device chunks peak_device_bytes)
       json(${key} GET stage ${key})
     endforeach()
     json(error_type TYPE stage error)
     if(NOT error_type STREQUAL "NULL")
-      message(FATAL_ERROR "gemm ${dims} failed in the engine:\n${stage}")
+      message(FATAL_ERROR "${OP} ${dims} failed in the engine:\n${stage}")
+    endif()
+    if(DEFINED DIMS AND NOT dims STREQUAL DIMS)
+      message(FATAL_ERROR "${OP} stage ${i} reports dims '${dims}', expected '${DIMS}':\n${stage}")
     endif()
     if(EXPECT STREQUAL "paged" AND (NOT device MATCHES "^emulated" OR peak_device_bytes GREATER BUDGET OR chunks LESS 2))
-      message(FATAL_ERROR "gemm ${dims} on '${device}': ${chunks} chunks, peak ${peak_device_bytes} device bytes; "
+      message(FATAL_ERROR "${OP} ${dims} on '${device}': ${chunks} chunks, peak ${peak_device_bytes} device bytes; "
                           "expected it paged through the emulated device within ${BUDGET}")
     endif()
-    message(STATUS "gemm ${dims} on ${device}: ${chunks} chunks, peak ${peak_device_bytes} device bytes")
+    message(STATUS "${OP} ${dims} on ${device}: ${chunks} chunks, peak ${peak_device_bytes} device bytes")
   endforeach()
 endif()
-set(gemm_declined 0)
-set(gemm_below 0)
+set(op_declined 0)
+set(op_below 0)
 if(declined_count GREATER 0)
   math(EXPR last "${declined_count} - 1")
   foreach(i RANGE ${last})
     json(op GET report not_offloaded ${i} op)
     json(reason GET report not_offloaded ${i} reason)
     json(count GET report not_offloaded ${i} count)
-    if(op STREQUAL "gemm")
-      math(EXPR gemm_declined "${gemm_declined} + ${count}")
-      if(reason MATCHES "^below OA_OFFLOAD_GEMM_MIN")
-        math(EXPR gemm_below "${gemm_below} + ${count}")
+    if(op STREQUAL OP)
+      math(EXPR op_declined "${op_declined} + ${count}")
+      if(reason MATCHES "^below ${threshold}")
+        math(EXPR op_below "${op_below} + ${count}")
       endif()
     endif()
   endforeach()
 endif()
 
 if(EXPECT STREQUAL "paged")
-  if(NOT gemm_stages EQUAL PRODUCTS OR NOT gemm_declined EQUAL 0)
-    message(FATAL_ERROR "${gemm_stages} products through the engine and ${gemm_declined} left to Eigen; "
-                        "expected ${PRODUCTS} and none:\n${report}")
+  if(NOT op_stages EQUAL STAGES OR NOT op_declined EQUAL 0)
+    message(FATAL_ERROR "${op_stages} ${what} through the engine and ${op_declined} left to Eigen; "
+                        "expected ${STAGES} and none:\n${report}")
   endif()
 elseif(EXPECT STREQUAL "below")
-  if(NOT gemm_stages EQUAL 0 OR NOT gemm_below EQUAL PRODUCTS)
-    message(FATAL_ERROR "${gemm_stages} products through the engine and ${gemm_below} below OA_OFFLOAD_GEMM_MIN; "
-                        "expected none and ${PRODUCTS}:\n${report}")
+  if(NOT op_stages EQUAL 0 OR NOT op_below EQUAL STAGES)
+    message(FATAL_ERROR "${op_stages} ${what} through the engine and ${op_below} below ${threshold}; "
+                        "expected none and ${STAGES}:\n${report}")
   endif()
-  message(STATUS "${gemm_below} products below OA_OFFLOAD_GEMM_MIN, left to Eigen")
+  message(STATUS "${op_below} ${what} below ${threshold}, left to Eigen")
 else()
   message(FATAL_ERROR "EXPECT must be paged or below, not '${EXPECT}'")
 endif()
