@@ -1,11 +1,13 @@
-# oa_offload(<target> [NO_PRODUCTS])
+# oa_offload(<target> [NO_PRODUCTS] [NO_CWISE] [NO_REDUCTIONS])
 #
 # Recompiles an unmodified Eigen program so that its large dense products run
 # through oa's engine: every C++ translation unit of <target> sees the Eigen
 # hooks first (oa/eigen/offload.hpp, force-included), and <target> links oa.
 # Which hooks are compiled in comes as -D flags (NO_PRODUCTS: none for
-# products, -DOA_OFFLOAD_PRODUCTS=0); thresholds and devices are run-time
-# settings (OA_OFFLOAD_GEMM_MIN, OA_DEVICE, ..., see README.md).
+# products, -DOA_OFFLOAD_PRODUCTS=0; NO_CWISE: coefficient-wise assignments;
+# NO_REDUCTIONS: sum, minCoeff, ...); thresholds and devices are run-time
+# settings (OA_OFFLOAD_GEMM_MIN, OA_OFFLOAD_ELEMENTS_MIN, OA_DEVICE, ..., see
+# README.md).
 #
 # It must reach every translation unit that uses Eigen, libraries of the
 # program included: a unit built without the hooks instantiates Eigen's
@@ -15,7 +17,7 @@
 # must come as compile definitions, not #defines in the sources: the hooks
 # include Eigen before the sources' first line.
 function(oa_offload target)
-  cmake_parse_arguments(OFF "NO_PRODUCTS" "" "" ${ARGN})
+  cmake_parse_arguments(OFF "NO_PRODUCTS;NO_CWISE;NO_REDUCTIONS" "" "" ${ARGN})
   if(OFF_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "oa_offload(${target}): unknown arguments ${OFF_UNPARSED_ARGUMENTS}")
   endif()
@@ -33,7 +35,9 @@ function(oa_offload target)
   target_link_libraries(${target} PRIVATE oa::offload)
   target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:SHELL:-include oa/eigen/offload.hpp>")
   target_compile_definitions(${target} PRIVATE OA_OFFLOAD=1)
-  if(OFF_NO_PRODUCTS)
-    target_compile_definitions(${target} PRIVATE OA_OFFLOAD_PRODUCTS=0)
-  endif()
+  foreach(_part PRODUCTS CWISE REDUCTIONS)
+    if(OFF_NO_${_part})
+      target_compile_definitions(${target} PRIVATE OA_OFFLOAD_${_part}=0)
+    endif()
+  endforeach()
 endfunction()

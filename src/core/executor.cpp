@@ -247,7 +247,7 @@ stage_report report_for(const stage& s, const std::vector<call_node>& nodes, con
   rep.op = s.contraction ? "gemm" : "stage";
   if (!s.calls.empty())
     if (const char* op = nodes[static_cast<std::size_t>(s.calls.front())].report_op) rep.op = op;
-  if (!s.contraction && !s.calls.empty() && rep.op == "cwise") rep.dims = "elements=" + std::to_string(s.units);
+  if (rep.op == "cwise" || rep.op == "reduction") rep.dims = "elements=" + std::to_string(s.units);
   if (s.contraction && !s.calls.empty()) {
     const contraction_desc& d = *nodes[static_cast<std::size_t>(s.calls.front())].contraction;
     rep.dims = "m=" + std::to_string(d.m) + " n=" + std::to_string(d.n) + " k=" + std::to_string(d.k);

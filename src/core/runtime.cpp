@@ -52,6 +52,7 @@ struct runtime_state {
   // Calls below the thresholds: counted apart, the common case kept cheap.
   std::atomic<std::uint64_t> gemm_below_threshold{0};
   std::atomic<std::uint64_t> cwise_below_threshold{0};
+  std::atomic<std::uint64_t> reduction_below_threshold{0};
   void publish_hook_settings() {
     offload_gemm_min = cfg.offload_gemm_min;
     offload_elements_min = cfg.offload_elements_min;
@@ -68,8 +69,10 @@ struct runtime_state {
     };
     fold(gemm_below_threshold, "gemm",
          "below OA_OFFLOAD_GEMM_MIN (" + std::to_string(cfg.offload_gemm_min) + " multiply-adds)");
-    fold(cwise_below_threshold, "cwise",
-         "below OA_OFFLOAD_ELEMENTS_MIN (" + std::to_string(cfg.offload_elements_min) + " coefficients)");
+    const std::string elements_min =
+        "below OA_OFFLOAD_ELEMENTS_MIN (" + std::to_string(cfg.offload_elements_min) + " coefficients)";
+    fold(cwise_below_threshold, "cwise", elements_min);
+    fold(reduction_below_threshold, "reduction", elements_min);
   }
 
   device_entry& first() { return devices.front(); }
@@ -305,6 +308,7 @@ void runtime::clear_reports() {
   state_->log.clear();
   state_->gemm_below_threshold = 0;
   state_->cwise_below_threshold = 0;
+  state_->reduction_below_threshold = 0;
 }
 
 void runtime::write_outputs() {
@@ -373,10 +377,10 @@ bool offload_gemm_wanted(double multiply_adds) {
   return false;
 }
 
-bool offload_cwise_wanted(std::uint64_t coefficients) {
+bool offload_elements_wanted(std::uint64_t coefficients, bool reduction) {
   runtime_state& s = hook_state();
   if (coefficients >= s.offload_elements_min.load(std::memory_order_relaxed)) return true;
-  s.cwise_below_threshold.fetch_add(1, std::memory_order_relaxed);
+  (reduction ? s.reduction_below_threshold : s.cwise_below_threshold).fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 

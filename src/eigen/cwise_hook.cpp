@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -334,21 +335,95 @@ bool overlaps(const void* p, std::size_t bytes, const void* q, std::size_t bytes
   return a < b + bytes2 && b < a + bytes;
 }
 
-void decline(const std::string& why, std::ptrdiff_t size) {
-  detail::note_not_offloaded("cwise", why, "elements=" + std::to_string(size));
+void decline(const char* op, const std::string& why, std::ptrdiff_t size) {
+  detail::note_not_offloaded(op, why, "elements=" + std::to_string(size));
+}
+
+// Reductions, merged chunk by chunk in order; a product's device functor.
+struct times {
+  static constexpr const char* device_op = "mul";
+  template <class R>
+  static R identity() {
+    return R(1);
+  }
+  template <class R>
+  R operator()(const R& a, const R& b) const {
+    return a * b;
+  }
+};
+using product = split::reduce<times>;
+
+template <class T, class F>
+decltype(auto) with_reduction(reduce_kind k, F&& f) {
+  switch (k) {
+    case reduce_kind::sum: return f(split::sum{});
+    case reduce_kind::prod: return f(product{});
+    case reduce_kind::min: return f(split::min{});
+    case reduce_kind::max: return f(split::max{});
+  }
+  return f(split::sum{});
+}
+
+template <class T, class A>
+T reduce_chunk(reduce_kind k, const A& a) {
+  switch (k) {
+    case reduce_kind::sum: return a.sum();
+    case reduce_kind::prod: return a.prod();
+    case reduce_kind::min: return a.minCoeff();
+    case reduce_kind::max: return a.maxCoeff();
+  }
+  return T(0);
+}
+
+/// A chunk's partial: the node's operation over the chunk (none for a leaf
+/// reduced as it is), reduced.
+void reduce_op(const op_call& c, reduce_kind kind, const detail::kernel_args& k) {
+  const auto n = static_cast<Eigen::Index>(k.r.size());
+  with_real(c.type, [&](auto t) {
+    using T = decltype(t);
+    T partial = with_reduction<T>(kind, [](auto split) { return decltype(split)::template identity<T>(); });
+    if (n > 0 && c.op == cwise_op::leaf) {
+      partial = reduce_chunk<T>(kind, Eigen::Map<const array<T>>(reinterpret_cast<const T*>(k.regions[0].data), n));
+    } else if (n > 0) {
+      array<T> values(n);
+      std::vector<region> regions(k.regions, k.regions + c.in.size());
+      const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
+      regions.push_back({reinterpret_cast<std::byte*>(values.data()), bytes, 1, bytes});
+      op_call to_values = c;
+      to_values.out = static_cast<int>(regions.size() - 1);
+      detail::kernel_args with_values = k;
+      with_values.regions = regions.data();
+      run_op(to_values, with_values);
+      partial = reduce_chunk<T>(kind, values);
+    }
+    std::memcpy(k.partial, &partial, sizeof(T));
+  });
 }
 
 class recorder {
  public:
-  recorder(const cwise_call& call, std::shared_ptr<detail::graph> g)
-      : call_(call), g_(std::move(g)), size_(static_cast<std::size_t>(call.size)) {
+  /// An assignment; or, with `reduction`, the reduction of the tree (call's
+  /// destination unused).
+  recorder(const cwise_call& call, std::shared_ptr<detail::graph> g, std::optional<reduce_kind> reduction = {})
+      : call_(call), g_(std::move(g)), size_(static_cast<std::size_t>(call.size)), reduction_(reduction) {
     dst_ = {static_cast<std::byte*>(call.dst), size_, bytes_of(call.dst_type)};
     leaves_.reserve(static_cast<std::size_t>(call.count));  // stable addresses: values point at them
   }
 
-  /// Records the calls; returns the value the destination ends as.
+  /// Records the calls; returns the value the destination ends as (the
+  /// reduction's value).
   detail::value_ptr record() {
     const int root = call_.count - 1;
+    if (reduction_) {
+      values_.assign(static_cast<std::size_t>(call_.count), nullptr);
+      for (int i = 0; i < root; ++i) {
+        const cwise_node& n = call_.nodes[i];
+        if (n.op == cwise_op::leaf) values_[i] = leaf(n);
+        else if (n.op != cwise_op::constant) values_[i] = add(i, target::temporary);
+      }
+      if (call_.nodes[root].op == cwise_op::leaf) values_[root] = leaf(call_.nodes[root]);
+      return add(root, target::reduction);
+    }
     const std::size_t dst_bytes = size_ * bytes_of(call_.dst_type);
     bool aliased = call_.assign != assign_kind::assign;  // dst op= tree reads dst
     for (int i = 0; i < call_.count; ++i)
@@ -380,7 +455,7 @@ class recorder {
   }
 
  private:
-  enum class target { temporary, destination, in_place };
+  enum class target { temporary, destination, in_place, reduction };
 
   detail::value_ptr leaf(const cwise_node& n) {
     // The destination read as an operand is the destination's value.
@@ -416,6 +491,7 @@ class recorder {
 
   detail::value_ptr add(int i, target t) {
     const cwise_node& n = call_.nodes[i];
+    if (t == target::reduction) return add_reduction(i);
     detail::call_node node;
     node.name = std::string("Eigen::") + (n.op == cwise_op::cast ? "cast" : ops_name(n.op));
     node.units = size_;
@@ -443,6 +519,53 @@ class recorder {
     finish(node, std::move(c), std::move(d));
     out->producer = g_->add(std::move(node));
     return out;
+  }
+
+  /// The reduction of node i: its operation and the reduction in one call
+  /// (a leaf is reduced as it is).
+  detail::value_ptr add_reduction(int i) {
+    const cwise_node& n = call_.nodes[i];
+    const reduce_kind kind = *reduction_;
+    detail::call_node node;
+    node.name = std::string("Eigen::") + (kind == reduce_kind::sum    ? "sum"
+                                          : kind == reduce_kind::prod ? "prod"
+                                          : kind == reduce_kind::min  ? "minCoeff"
+                                                                      : "maxCoeff");
+    node.units = size_;
+    auto d = std::make_shared<detail::elementwise_desc>();
+    op_call c{n.op, n.type, {}, -1};
+    int slot = 0;
+    if (n.op == cwise_op::leaf) {
+      d->op = "identity";
+      c.in.push_back({slot++, 0, n.type});
+      node.args.push_back({detail::arg_role::in, values_[i], nullptr});
+      d->operands.push_back({0, -1, {}, type_name(n.type)});
+    } else {
+      d->op = ops_name(n.op);
+      for (int j : {n.a, n.b, n.c})
+        if (j >= 0) c.in.push_back(operand_of(j, node, *d, slot));
+    }
+    auto v = std::make_shared<detail::value_state>();
+    v->label = "the value of " + node.name;
+    v->status = detail::value_status::pending;
+    v->handles = 1;  // asked for, as by a lazy handle: the engine computes it
+    v->owner = g_->weak_from_this();
+    with_real(n.type, [&](auto t) {
+      using T = decltype(t);
+      with_reduction<T>(kind, [&](auto split) {
+        using S = decltype(split);
+        v->ops = &detail::reduction_ops<S, T>::table;
+        fusion::describe_reduction<T>(*d, S::op::device_op, S::template identity<T>());
+        return 0;
+      });
+    });
+    node.reduction = v;
+    node.report_op = "reduction";
+    node.cpu = [c = std::move(c), kind](const detail::kernel_args& k) { reduce_op(c, kind, k); };
+    node.device_twin = node.cpu;
+    node.elementwise = std::move(d);
+    v->producer = g_->add(std::move(node));
+    return v;
   }
 
   /// dst = dst (op) tree, in place.
@@ -485,8 +608,8 @@ class recorder {
     return result_;
   }
 
-  static void finish(detail::call_node& node, op_call c, std::shared_ptr<detail::elementwise_desc> d) {
-    node.report_op = "cwise";
+  void finish(detail::call_node& node, op_call c, std::shared_ptr<detail::elementwise_desc> d) const {
+    node.report_op = reduction_ ? "reduction" : "cwise";
     node.cpu = [c = std::move(c)](const detail::kernel_args& k) { run_op(c, k); };
     node.device_twin = node.cpu;
     node.elementwise = std::move(d);
@@ -499,25 +622,26 @@ class recorder {
   std::vector<borrowed_array> leaves_;
   std::vector<detail::value_ptr> values_;
   detail::value_ptr dst_value_, result_;
+  std::optional<reduce_kind> reduction_;
 };
 
 }  // namespace
 
 bool cwise_wanted(std::ptrdiff_t size) {
-  return size > 0 && detail::offload_cwise_wanted(static_cast<std::uint64_t>(size));
+  return size > 0 && detail::offload_elements_wanted(static_cast<std::uint64_t>(size), false);
 }
 
 void cwise_declined(const char* reason, std::ptrdiff_t size) {
-  decline(std::string("unsupported expression: ") + (reason ? reason : "unknown"), size);
+  decline("cwise", std::string("unsupported expression: ") + (reason ? reason : "unknown"), size);
 }
 
 bool cwise(const cwise_call& call) {
   if (detail::in_engine_thread()) {
-    decline("called inside the engine (an annotated CPU function)", call.size);
+    decline("cwise", "called inside the engine (an annotated CPU function)", call.size);
     return false;
   }
   if (const char* why = unsupported(call)) {
-    decline(std::string("unsupported expression: ") + why, call.size);
+    decline("cwise", std::string("unsupported expression: ") + why, call.size);
     return false;
   }
   for (int i = 0; i < call.count; ++i) {
@@ -526,7 +650,7 @@ bool cwise(const cwise_call& call) {
     if (n.op == cwise_op::leaf && n.data != call.dst &&
         overlaps(n.data, static_cast<std::size_t>(call.size) * bytes_of(n.type), call.dst, dst_bytes)) {
       // Eigen's result then depends on its loop order: keep it.
-      decline("an operand overlapping the destination at another offset", call.size);
+      decline("cwise", "an operand overlapping the destination at another offset", call.size);
       return false;
     }
   }
@@ -538,6 +662,43 @@ bool cwise(const cwise_call& call) {
     result = r.record();
   }
   return evaluate_hooked(*g, result, "cwise", "elements=" + std::to_string(call.size));
+}
+
+}  // namespace oa::eigen_hooks
+
+namespace oa::eigen_hooks {
+
+bool reduce_wanted(std::ptrdiff_t size) {
+  return size > 0 && detail::offload_elements_wanted(static_cast<std::uint64_t>(size), true);
+}
+
+void reduce_declined(const char* reason, std::ptrdiff_t size) {
+  decline("reduction", std::string("unsupported expression: ") + (reason ? reason : "unknown"), size);
+}
+
+bool reduce(const reduce_call& call, double* result) {
+  if (detail::in_engine_thread()) {
+    decline("reduction", "called inside the engine (an annotated CPU function)", call.size);
+    return false;
+  }
+  // As an assignment whose destination is the reduction.
+  cwise_call as_tree{call.nodes, call.count, nullptr, call.count > 0 ? call.nodes[call.count - 1].type : scalar_type::f64,
+                     call.size, assign_kind::assign};
+  if (const char* why = unsupported(as_tree)) {
+    decline("reduction", std::string("unsupported expression: ") + why, call.size);
+    return false;
+  }
+  const auto g = detail::current_graph();
+  recorder r(as_tree, g, call.kind);
+  detail::value_ptr value;
+  {
+    std::lock_guard lock(g->mutex());
+    value = r.record();
+  }
+  if (!evaluate_hooked(*g, value, "reduction", "elements=" + std::to_string(call.size))) return false;
+  if (as_tree.dst_type == scalar_type::f64) *result = *static_cast<const double*>(value->object);
+  else *result = static_cast<double>(*static_cast<const float*>(value->object));
+  return true;
 }
 
 }  // namespace oa::eigen_hooks

@@ -147,8 +147,9 @@ bool in_engine_thread() noexcept;
 /// of the current runtime (read without waiting for an evaluation in
 /// progress); one below it is counted for the report.
 bool offload_gemm_wanted(double multiply_adds);
-/// The same for a coefficient-wise assignment and OA_OFFLOAD_ELEMENTS_MIN.
-bool offload_cwise_wanted(std::uint64_t coefficients);
+/// The same for a coefficient-wise assignment (or a reduction) and
+/// OA_OFFLOAD_ELEMENTS_MIN.
+bool offload_elements_wanted(std::uint64_t coefficients, bool reduction);
 /// Records a call an Eigen hook left to Eigen, and why, for the report.
 void note_not_offloaded(const std::string& op, const std::string& reason, const std::string& dims);
 /// Marks the calling thread as running engine work while it lives.

@@ -76,6 +76,28 @@ bool cwise_wanted(std::ptrdiff_t size);
 /// An assignment the hook leaves to Eigen, and why, for the report.
 void cwise_declined(const char* reason, std::ptrdiff_t size);
 
+enum class reduce_kind : unsigned char { sum, prod, min, max };
+
+/// The reduction (sum, ...) of the tree whose root is nodes[count - 1],
+/// over its `size` coefficients.
+struct reduce_call {
+  const cwise_node* nodes;
+  int count;
+  std::ptrdiff_t size;
+  reduce_kind kind;
+};
+
+/// Whether a reduction over `size` coefficients is large enough for the
+/// engine (OA_OFFLOAD_ELEMENTS_MIN); one below it is counted for the report.
+bool reduce_wanted(std::ptrdiff_t size);
+
+/// A reduction the hook leaves to Eigen, and why, for the report.
+void reduce_declined(const char* reason, std::ptrdiff_t size);
+
+/// Reduces through the engine (partials per chunk, merged in order) into
+/// *result and returns true; or returns false when Eigen should.
+bool reduce(const reduce_call& call, double* result);
+
 /// Runs `call` through the engine as one stage (one fused kernel per chunk
 /// on a GPU) and returns true; or returns false, dst untouched, when Eigen
 /// should compute it (the reason goes to the report).

@@ -18,11 +18,19 @@
 //   one engine stage: chunked, paged, one fused kernel per chunk on a GPU.
 //   Trees of other kinds are not touched: Eigen assigns them as always.
 //
+// - redux_impl: sum, prod, mean, minCoeff, maxCoeff, squaredNorm, norm and
+//   dot of such a tree (or of one contiguous array or matrix) reduce through
+//   the engine: a partial per chunk, merged in chunk order. The index-
+//   returning minCoeff(&i) and maxCoeff(&i) (Eigen's visitors), all() and
+//   any() (loops inside Eigen's member functions), and colwise()/rowwise()
+//   reductions (one small reduction per column) stay with Eigen.
+//
 // Products below OA_OFFLOAD_GEMM_MIN multiply-adds, assignments below
 // OA_OFFLOAD_ELEMENTS_MIN coefficients, and work Eigen runs inside the
 // engine's own threads stay with Eigen, computed as Eigen would.
 // -DOA_OFFLOAD_PRODUCTS=0 leaves products out (oa_offload's NO_PRODUCTS),
-// -DOA_OFFLOAD_CWISE=0 assignments (NO_CWISE).
+// -DOA_OFFLOAD_CWISE=0 assignments (NO_CWISE), -DOA_OFFLOAD_REDUCTIONS=0
+// reductions (NO_REDUCTIONS).
 //
 // Limits: every translation unit that uses Eigen must see this header (a unit
 // without it instantiates the same Eigen templates differently, and the
@@ -200,6 +208,7 @@ OA_EIGEN_BINARY(scalar_difference_op, sub, 0)
 OA_EIGEN_BINARY(scalar_product_op, mul, 0)
 OA_EIGEN_BINARY(scalar_quotient_op, div, 0)
 OA_EIGEN_BINARY(scalar_pow_op, pow, 0)
+OA_EIGEN_BINARY(scalar_conj_product_op, mul, 0)  // dot(): real scalars only (element_of)
 #undef OA_EIGEN_BINARY
 template <class L, class R>
 struct binary_of<Eigen::internal::scalar_min_op<L, R, Eigen::PropagateFast>> {
@@ -422,9 +431,157 @@ bool offload_assignment(Dst& dst, const Src& src, const Func&) {
   return cwise(call);
 }
 
+// ---- reductions --------------------------------------------------------------------
+
+template <class F>
+struct reduction_of {
+  enum { known = 0 };
+};
+template <class S>
+struct reduction_of<Eigen::internal::scalar_sum_op<S, S>> {
+  enum { known = 1 };
+  static reduce_kind kind() { return reduce_kind::sum; }
+};
+template <class S>
+struct reduction_of<Eigen::internal::scalar_product_op<S, S>> {
+  enum { known = 1 };
+  static reduce_kind kind() { return reduce_kind::prod; }
+};
+template <class S>
+struct reduction_of<Eigen::internal::scalar_min_op<S, S, Eigen::PropagateFast>> {
+  enum { known = 1 };
+  static reduce_kind kind() { return reduce_kind::min; }
+};
+template <class S>
+struct reduction_of<Eigen::internal::scalar_max_op<S, S, Eigen::PropagateFast>> {
+  enum { known = 1 };
+  static reduce_kind kind() { return reduce_kind::max; }
+};
+
+/// The reductions the hook takes: float or double coefficients of a tree
+/// (a single leaf included), by a reduction the engine has.
+template <class Func, class Xpr>
+struct hooked_reduction {
+  typedef typename Xpr::Scalar scalar;
+  enum {
+    value = tree<Xpr>::shape && reduction_of<Func>::known && element_of<scalar>::known &&
+            !Eigen::internal::is_same<scalar, bool>::value
+  };
+};
+
+template <class Func, class Xpr>
+bool offload_reduction(const Xpr& xpr, double* result) {
+  const std::ptrdiff_t size = static_cast<std::ptrdiff_t>(xpr.size());
+  if (!reduce_wanted(size)) return false;
+  tree_builder b;
+  b.rows = xpr.rows();
+  b.cols = xpr.cols();
+  b.row_major = bool(Xpr::IsRowMajor);
+  if (tree<Xpr>::add(xpr, b) < 0) {
+    reduce_declined(b.refused, size);
+    return false;
+  }
+  reduce_call call;
+  call.nodes = b.nodes;
+  call.count = b.count;
+  call.size = size;
+  call.kind = reduction_of<Func>::kind();
+  return reduce(call, result);
+}
+
+/// The caller's evaluator under a type the hook does not match, so that
+/// Eigen's own redux_impl reduces with it (evaluators cannot be copied, and a
+/// new one would evaluate a product inside the expression again).
+template <class Xpr>
+class eigen_redux_evaluator {
+  typedef Eigen::internal::redux_evaluator<Xpr> base;
+
+ public:
+  typedef typename base::XprType XprType;
+  typedef typename base::Scalar Scalar;
+  typedef typename base::CoeffReturnType CoeffReturnType;
+  typedef typename base::PacketScalar PacketScalar;
+  enum {
+    MaxRowsAtCompileTime = base::MaxRowsAtCompileTime,
+    MaxColsAtCompileTime = base::MaxColsAtCompileTime,
+    Flags = base::Flags,
+    IsRowMajor = base::IsRowMajor,
+    SizeAtCompileTime = base::SizeAtCompileTime,
+    InnerSizeAtCompileTime = base::InnerSizeAtCompileTime,
+    Alignment = base::Alignment,
+    CoeffReadCost = base::CoeffReadCost
+  };
+
+  explicit eigen_redux_evaluator(const base& e) : e_(e) {}
+  CoeffReturnType coeff(Eigen::Index i) const { return e_.coeff(i); }
+  CoeffReturnType coeff(Eigen::Index r, Eigen::Index c) const { return e_.coeff(r, c); }
+  CoeffReturnType coeffByOuterInner(Eigen::Index o, Eigen::Index i) const { return e_.coeffByOuterInner(o, i); }
+  template <int LoadMode, class P>
+  P packet(Eigen::Index i) const {
+    return e_.template packet<LoadMode, P>(i);
+  }
+  template <int LoadMode, class P>
+  P packet(Eigen::Index r, Eigen::Index c) const {
+    return e_.template packet<LoadMode, P>(r, c);
+  }
+  template <int LoadMode, class P>
+  P packetByOuterInner(Eigen::Index o, Eigen::Index i) const {
+    return e_.template packetByOuterInner<LoadMode, P>(o, i);
+  }
+
+ private:
+  const base& e_;
+};
+
+template <class Func, class Xpr, int Traversal>
+struct offloading_redux {
+  typedef typename Eigen::internal::redux_evaluator<Xpr>::Scalar Scalar;
+
+  template <class XprType>
+  static Scalar run(const Eigen::internal::redux_evaluator<Xpr>& eval, const Func& func, const XprType& xpr) {
+    double r = 0;
+    if (offload<Func>(xpr, &r)) return static_cast<Scalar>(r);
+    const eigen_redux_evaluator<Xpr> own(eval);
+    return Eigen::internal::redux_impl<Func, eigen_redux_evaluator<Xpr>, Traversal, Eigen::NoUnrolling>::run(
+        own, func, xpr);
+  }
+
+ private:
+  template <class F, class X>
+  static bool offload(const X& xpr, double* r,
+                      typename Eigen::internal::enable_if<hooked_reduction<F, X>::value>::type* = 0) {
+    return offload_reduction<F>(xpr, r);
+  }
+  template <class F, class X>
+  static bool offload(const X&, double*,
+                      typename Eigen::internal::enable_if<!hooked_reduction<F, X>::value>::type* = 0) {
+    return false;
+  }
+};
+
 }  // namespace detail
 }  // namespace eigen_hooks
 }  // namespace oa
+
+#if !defined(OA_OFFLOAD_REDUCTIONS) || OA_OFFLOAD_REDUCTIONS
+namespace Eigen {
+namespace internal {
+
+// One per traversal Eigen picks for a dynamic-size reduction (fixed-size
+// ones unroll completely and stay with Eigen).
+template <class Func, class Xpr>
+struct redux_impl<Func, redux_evaluator<Xpr>, DefaultTraversal, NoUnrolling>
+    : oa::eigen_hooks::detail::offloading_redux<Func, Xpr, DefaultTraversal> {};
+template <class Func, class Xpr>
+struct redux_impl<Func, redux_evaluator<Xpr>, LinearVectorizedTraversal, NoUnrolling>
+    : oa::eigen_hooks::detail::offloading_redux<Func, Xpr, LinearVectorizedTraversal> {};
+template <class Func, class Xpr>
+struct redux_impl<Func, redux_evaluator<Xpr>, SliceVectorizedTraversal, NoUnrolling>
+    : oa::eigen_hooks::detail::offloading_redux<Func, Xpr, SliceVectorizedTraversal> {};
+
+}  // namespace internal
+}  // namespace Eigen
+#endif  // OA_OFFLOAD_REDUCTIONS
 
 #if !defined(OA_OFFLOAD_CWISE) || OA_OFFLOAD_CWISE
 namespace Eigen {
