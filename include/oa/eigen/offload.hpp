@@ -590,7 +590,7 @@ namespace internal {
 template <class Dst, class Src, class Func>
 struct Assignment<Dst, Src, Func, Dense2Dense,
                   typename enable_if<oa::eigen_hooks::detail::hooked_assignment<Dst, Src, Func>::value>::type> {
-  static void run(Dst& dst, const Src& src, const Func& func) {
+  EIGEN_DEVICE_FUNC static EIGEN_STRONG_INLINE void run(Dst& dst, const Src& src, const Func& func) {
 #ifndef EIGEN_NO_DEBUG
     internal::check_for_aliasing(dst, src);
 #endif
