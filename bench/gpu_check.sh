@@ -379,7 +379,8 @@ NEED=10 step "dependencies" deps bash .ci/deps.sh
 NEED=60 step "configure" configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOA_ENABLE_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="80;90"
 if [[ $phase == bench || $phase == gemm ]]; then
-  NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench oa-bandwidth
+  NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench oa-bandwidth \
+    oa_example_eigen_gemm_offload
 else
   NEED=120 step "build" build cmake --build "$build" -j "$(nproc)"
 fi
@@ -531,6 +532,13 @@ PY
           --json "$dir/bench.jsonl"
         ((${#not_run[@]} == before)) || cut_short+=("oa-bench --workload gemm --n $n --type $type --device-memory $gemm_budget")
       done
+      # The same product from plain Eigen code built with oa_offload (its
+      # time on stderr, the report in the raw logs): the hook's cost over oa-bench's oa mode.
+      if needs "$build/examples/oa_example_eigen_gemm_offload" "Eigen program with oa_offload"; then
+        NEED=150 step "Eigen program with oa_offload, n=16384 (budget 1536MiB)" eigen-gemm-offload \
+          env OA_DEVICE=cuda OA_DEVICE_MEMORY=1536MiB OA_REPORT="$raw/eigen-gemm-offload-report.json" \
+          "$build/examples/oa_example_eigen_gemm_offload" 16384
+      fi
       if ((${#cut_short[@]})); then
         echo
         echo "gpu_check: the time limit left out these runs (oa-bench, as above, with):"
