@@ -484,12 +484,14 @@ TEST_CASE("reductions Eigen keeps: below the threshold, index-returning minCoeff
   const Eigen::ArrayXd a = oa_test::random_array(4000, -1, 1, 131);
   const Eigen::MatrixXd m = oa_test::random_matrix<Eigen::MatrixXd>(300, 200, 132);
   config_scope cs(with_elements_min(oa_test::host_config(), 5000));
-  CHECK(a.sum() == a.sum());  // below 5000 coefficients
+  double by_hand = 0;
+  for (const double x : a) by_hand += x;
+  CHECK(std::abs(a.sum() - by_hand) <= 1e-12);  // below 5000 coefficients: Eigen's
   CHECK(engine_reductions() == 0);
   std::size_t below = 0;
   for (const auto& d : oa::not_offloaded())
     if (d.op == "reduction" && d.reason.find("below OA_OFFLOAD_ELEMENTS_MIN") != std::string::npos) below += d.count;
-  CHECK(below == 2);
+  CHECK(below == 1);
   Eigen::Index row = -1, col = -1;
   const double smallest = m.minCoeff(&row, &col);  // a visitor: Eigen's
   CHECK(m(row, col) == smallest);
