@@ -7,6 +7,8 @@
 //
 //   --op gemm   square products C.noalias() = A * B of n x n matrices, and
 //               OA_OFFLOAD_GEMM_MIN (multiply-adds, m n k);
+//   --op gemv   matrix-vector products y.noalias() = A * x, A n x n, and
+//               OA_OFFLOAD_GEMV_MIN (coefficients of A, m k);
 //   --op cwise  a coefficient-wise assignment of n coefficients,
 //               r = (a * b + c).exp() * 0.5 + a.sqrt(), and
 //               OA_OFFLOAD_ELEMENTS_MIN (coefficients). The crossover depends
@@ -59,11 +61,12 @@ struct options {
 };
 
 const std::vector<int> gemm_sizes{32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024};
+const std::vector<int> gemv_sizes{64, 128, 256, 384, 512, 768, 1024, 2048, 4096};
 const std::vector<int> cwise_sizes{1024, 4096, 16384, 65536, 262144, 1048576, 4194304};
 
 struct measurement {
-  int size = 0;            // n (gemm) or coefficients (cwise)
-  std::uint64_t work = 0;  // in the threshold's unit: multiply-adds m n k, or coefficients
+  int size = 0;            // n (gemm, gemv) or coefficients (cwise)
+  std::uint64_t work = 0;  // in the threshold's unit: multiply-adds m n k, coefficients of A, or coefficients
   double eigen_seconds = std::numeric_limits<double>::infinity();
   double oa_seconds = std::numeric_limits<double>::infinity();
   double speedup() const { return eigen_seconds / oa_seconds; }
@@ -71,6 +74,8 @@ struct measurement {
 
 template <class T>
 using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
+template <class T>
+using vector = Eigen::Matrix<T, Eigen::Dynamic, 1>;
 template <class T>
 using array = Eigen::Array<T, Eigen::Dynamic, 1>;
 
@@ -108,6 +113,29 @@ struct product {
 
   const matrix<T> a, b;
   matrix<T> c;
+};
+
+/// y.noalias() = A * x, A n x n. Error as for products.
+template <class T>
+struct matrix_vector {
+  static constexpr const char* op = "gemv";
+  static constexpr double tolerance = sizeof(T) == 8 ? 1e-9 : 1e-4;
+
+  matrix_vector(int n, std::mt19937_64& rng)
+      : a(uniform<matrix<T>>(n, n, -1, 1, rng)), x(uniform<vector<T>>(n, 1, -1, 1, rng)), y(n) {}
+  void run() { y.noalias() = a * x; }
+  const vector<T>& result() const { return y; }
+  std::string name() const {
+    return format("the %ld x %ld matrix-vector product", static_cast<long>(a.rows()), static_cast<long>(a.cols()));
+  }
+  double error(const vector<T>& reference) const {
+    const double scale = std::max<double>(1, reference.cwiseAbs().maxCoeff());
+    return static_cast<double>((y - reference).cwiseAbs().maxCoeff()) / scale;
+  }
+
+  const matrix<T> a;
+  const vector<T> x;
+  vector<T> y;
 };
 
 /// r = (a * b + c).exp() * 0.5 + a.sqrt(): a few of the arithmetic and
@@ -201,7 +229,7 @@ measurement measure(oa::runtime& engine, int size, std::uint64_t work, int repea
 
 template <class T>
 void sweep(const options& opt, oa_bench::json_sink* sink) {
-  const bool gemm = opt.op == "gemm";
+  const bool gemm = opt.op == "gemm", gemv = opt.op == "gemv", matrices = gemm || gemv;
   // The default runtime keeps every statement with Eigen; `engine` offloads
   // every one of the swept kind (and none of the other), its devices kept
   // from run to run. (The origin names OA_DEVICE and the others in errors.)
@@ -210,9 +238,12 @@ void sweep(const options& opt, oa_bench::json_sink* sink) {
   oa::config c = oa::config::from_environment(&origin);
   c.offload_gemm_min = never;
   c.offload_elements_min = never;
+  c.offload_gemv_min = never;
   oa::set_config(c, origin);
   if (gemm)
     c.offload_gemm_min = 0;
+  else if (gemv)
+    c.offload_gemv_min = 0;
   else
     c.offload_elements_min = 0;
   oa::runtime engine(c, origin);
@@ -224,6 +255,11 @@ void sweep(const options& opt, oa_bench::json_sink* sink) {
     std::cout << "oa-offload-sweep (oa " << OA_VERSION << "): C.noalias() = A * B, " << opt.type
               << ", n x n, best of " << opt.repeat << "\nEigen on " << threads
               << (threads == 1 ? " thread" : " threads") << "; oa on " << device << "\n\n";
+  else if (gemv)
+    std::cout << "oa-offload-sweep (oa " << OA_VERSION << "): y.noalias() = A * x, " << opt.type
+              << ", A n x n, best of " << opt.repeat
+              << "\nEigen on 1 thread (its matrix-vector kernel is serial); oa on " << device
+              << " (on a GPU device, the host's cores: see OA_OFFLOAD_GEMV_MIN)\n\n";
   else
     std::cout << "oa-offload-sweep (oa " << OA_VERSION << "): r = (a * b + c).exp() * 0.5 + a.sqrt(), " << opt.type
               << " arrays of n coefficients, best of " << opt.repeat
@@ -232,8 +268,9 @@ void sweep(const options& opt, oa_bench::json_sink* sink) {
   std::vector<measurement> results;
   for (int size : opt.sizes) {
     const auto n = static_cast<std::uint64_t>(size);
-    const measurement m = gemm ? measure<product<T>>(engine, size, n * n * n, opt.repeat)
-                               : measure<cwise_statement<T>>(engine, size, n, opt.repeat);
+    const measurement m = gemm   ? measure<product<T>>(engine, size, n * n * n, opt.repeat)
+                          : gemv ? measure<matrix_vector<T>>(engine, size, n * n, opt.repeat)
+                                 : measure<cwise_statement<T>>(engine, size, n, opt.repeat);
     results.push_back(m);
     if (sink) {
       nlohmann::json record = {{"tool", "oa-offload-sweep"},
@@ -249,24 +286,26 @@ void sweep(const options& opt, oa_bench::json_sink* sink) {
                                {"hostname", oa_bench::hostname()},
                                {"timestamp", oa_bench::utc_timestamp()},
                                {"oa_version", OA_VERSION}};
-      record[gemm ? "multiply_adds" : "elements"] = m.work;
+      record[gemm ? "multiply_adds" : gemv ? "matrix_coefficients" : "elements"] = m.work;
       sink->write(record);
     }
   }
 
   const std::size_t arrays = 4;  // a, b, c and r
-  oa_bench::text_table table(gemm ? std::vector<std::string>{"n", "multiply-adds", "Eigen s", "oa s", "oa/Eigen"}
-                                  : std::vector<std::string>{"n", "data", "Eigen s", "oa s", "oa/Eigen"});
+  oa_bench::text_table table(
+      gemm   ? std::vector<std::string>{"n", "multiply-adds", "Eigen s", "oa s", "oa/Eigen"}
+      : gemv ? std::vector<std::string>{"n", "matrix coefficients", "Eigen s", "oa s", "oa/Eigen"}
+             : std::vector<std::string>{"n", "data", "Eigen s", "oa s", "oa/Eigen"});
   for (const auto& m : results)
     table.add_row({std::to_string(m.size),
-                   gemm ? std::to_string(m.work) : oa_bench::format_bytes(double(arrays * m.work * sizeof(T))),
+                   matrices ? std::to_string(m.work) : oa_bench::format_bytes(double(arrays * m.work * sizeof(T))),
                    format("%.3e", m.eigen_seconds), format("%.3e", m.oa_seconds), format("%.3gx", m.speedup())});
   table.print(std::cout);
 
   // The crossover: the first size of the run of sizes, up to the largest,
   // where oa is at least as fast. The true one lies between that size and the
   // one below it, so the suggestion errs towards Eigen.
-  const char* variable = gemm ? "OA_OFFLOAD_GEMM_MIN" : "OA_OFFLOAD_ELEMENTS_MIN";
+  const char* variable = gemm ? "OA_OFFLOAD_GEMM_MIN" : gemv ? "OA_OFFLOAD_GEMV_MIN" : "OA_OFFLOAD_ELEMENTS_MIN";
   std::size_t from = results.size();
   while (from > 0 && results[from - 1].speedup() >= 1) --from;
   if (from == results.size()) {
@@ -278,6 +317,10 @@ void sweep(const options& opt, oa_bench::json_sink* sink) {
     if (gemm)
       std::cout << format("\noa is at least as fast as Eigen from n = %d up: suggested %s=%llu (%d^3 multiply-adds) "
                           "for this machine, device and type.\n",
+                          m.size, variable, static_cast<unsigned long long>(m.work), m.size);
+    else if (gemv)
+      std::cout << format("\noa is at least as fast as Eigen from n = %d up: suggested %s=%llu (%d^2 coefficients of "
+                          "A) for this machine, device and type.\n",
                           m.size, variable, static_cast<unsigned long long>(m.work), m.size);
     else
       std::cout << format("\noa is at least as fast as Eigen from n = %d coefficients up: suggested %s=%llu for this "
@@ -293,14 +336,15 @@ int main(int argc, char** argv) {
   CLI::App app{
       "oa-offload-sweep: times an Eigen statement with Eigen and through oa's engine (the hooks oa_offload() "
       "compiles in) over a range of sizes, and suggests the threshold from which the engine should take it: "
-      "dense products C.noalias() = A * B and OA_OFFLOAD_GEMM_MIN (--op gemm), or a coefficient-wise "
-      "assignment r = (a * b + c).exp() * 0.5 + a.sqrt() and OA_OFFLOAD_ELEMENTS_MIN (--op cwise).",
+      "dense products C.noalias() = A * B and OA_OFFLOAD_GEMM_MIN (--op gemm), matrix-vector products "
+      "y.noalias() = A * x and OA_OFFLOAD_GEMV_MIN (--op gemv), or a coefficient-wise assignment r = (a * b + c).exp() * 0.5 + a.sqrt() and OA_OFFLOAD_ELEMENTS_MIN (--op cwise).",
       "oa-offload-sweep"};
-  app.add_option("--op", opt.op, "the statement timed")->check(CLI::IsMember({"gemm", "cwise"}))->capture_default_str();
+  app.add_option("--op", opt.op, "the statement timed")->check(CLI::IsMember({"gemm", "gemv", "cwise"}))->capture_default_str();
   CLI::Option* sizes =
       app.add_option("--sizes", opt.sizes,
                      "comma-separated sizes: matrix sizes n for gemm (n x n by n x n products, at most 65536; "
-                     "default 32,48,64,96,128,192,256,384,512,768,1024), coefficients for cwise (at most 2^28; "
+                     "default 32,48,64,96,128,192,256,384,512,768,1024) and gemv (n x n matrices, at most 65536; "
+                     "default 64,128,256,384,512,768,1024,2048,4096), coefficients for cwise (at most 2^28; "
                      "default 1024,4096,16384,65536,262144,1048576,4194304)")
           ->delimiter(',')
           ->check(CLI::Range(1, max_elements));
@@ -311,19 +355,19 @@ int main(int argc, char** argv) {
   app.add_option("--json", opt.json, "append one JSON object per size to FILE (JSON Lines)");
   app.footer(
       "The engine's device and budget come from the configuration (OA_DEVICE, OA_DEVICE_MEMORY, ... or\n"
-      "OA_CONFIG's file); OA_OFFLOAD_GEMM_MIN and OA_OFFLOAD_ELEMENTS_MIN are ignored: the sweep sets them\n"
-      "for each side.\n"
+      "OA_CONFIG's file); OA_OFFLOAD_GEMM_MIN, OA_OFFLOAD_GEMV_MIN and OA_OFFLOAD_ELEMENTS_MIN are ignored:\n"
+      "the sweep sets them for each side.\n"
       "Exit status: 0 ok, 1 a statement the engine declined or computed differently, 2 a configuration error\n"
       "(a bad OA_* value, a device that cannot be used, a --json file that cannot be opened),\n"
       "CLI11's codes for options it cannot read.");
   CLI11_PARSE(app, argc, argv);
-  if (sizes->count() == 0) opt.sizes = opt.op == "gemm" ? gemm_sizes : cwise_sizes;
-  if (opt.op == "gemm")
+  if (sizes->count() == 0) opt.sizes = opt.op == "gemm" ? gemm_sizes : opt.op == "gemv" ? gemv_sizes : cwise_sizes;
+  if (opt.op != "cwise")
     for (int n : opt.sizes)
       if (n > max_matrix_size)
         return app.exit(CLI::ValidationError(
-            "--sizes", format("%d is not a matrix size from 1 to %d (--op gemm; --op cwise takes coefficients)", n,
-                              max_matrix_size)));
+            "--sizes", format("%d is not a matrix size from 1 to %d (--op %s; --op cwise takes coefficients)", n,
+                              max_matrix_size, opt.op.c_str())));
   std::sort(opt.sizes.begin(), opt.sizes.end());
   opt.sizes.erase(std::unique(opt.sizes.begin(), opt.sizes.end()), opt.sizes.end());
 

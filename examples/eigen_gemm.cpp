@@ -1,5 +1,5 @@
-// A plain Eigen program, as its author wrote it: a few dense products of the
-// kinds numerical code makes, then checksums of the results. It includes
+// A plain Eigen program, as its author wrote it: a few dense products (and
+// matrix-vector products) of the kinds numerical code makes, then checksums of the results. It includes
 // nothing of oa. examples/CMakeLists.txt builds it twice from this source:
 // as it is (oa_example_eigen_gemm), and with oa_offload()
 // (oa_example_eigen_gemm_offload), where its products run through oa's engine.
@@ -78,6 +78,12 @@ int main(int argc, char** argv) {
   const Eigen::Index h = (n + 1) / 2;
   C.topLeftCorner(h, h).noalias() -= A.topRows(h) * B.leftCols(h);
   print_checksums("C.topLeftCorner(h,h) -= A.topRows(h) * B.leftCols(h)", C);
+  // A matrix-vector product, and a vector-matrix one (Eigen's GEMV kernel).
+  const Eigen::VectorXd x = Eigen::VectorXd::LinSpaced(n, -1.0, 1.0);
+  Eigen::VectorXd y = C * x;
+  print_checksums("y = C * x", y);
+  y.noalias() -= (x.transpose() * A).transpose();
+  print_checksums("y -= (x^T * A)^T", y);
 
   const Eigen::MatrixXf Af = A.cast<float>(), Bf = B.cast<float>();
   Eigen::MatrixXf Cf(n, n);

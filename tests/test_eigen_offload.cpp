@@ -99,17 +99,21 @@ std::size_t declined(const std::string& reason_part) {
 /// Runs `f` with Eigen (threshold out of reach), then through the engine on
 /// `cfg`, on the same inputs; `f` returns the result. Checks the engine ran
 /// `expected` products and both agree.
+/// `with_min` sets the threshold and `ran` counts the engine's stages of
+/// another kind of product (matrix-vector).
 template <class F>
-void differential(const oa::config& cfg, std::size_t expected, double tol, F f) {
+void differential(const oa::config& cfg, std::size_t expected, double tol, F f,
+                  oa::config (*with_min)(oa::config, std::uint64_t) = &with_gemm_min,
+                  std::size_t (*ran)() = &engine_products) {
   decltype(f()) ref;
   {
-    config_scope eigen(with_gemm_min(cfg, std::numeric_limits<std::uint64_t>::max()));
+    config_scope eigen(with_min(cfg, std::numeric_limits<std::uint64_t>::max()));
     ref = f();
-    CHECK(engine_products() == 0);
+    CHECK(ran() == 0);
   }
-  config_scope engine(with_gemm_min(cfg, 0));
+  config_scope engine(with_min(cfg, 0));
   const auto got = f();
-  CHECK(engine_products() == expected);
+  CHECK(ran() == expected);
   CHECK(rel_error(got, ref) <= tol);
 }
 
@@ -168,6 +172,92 @@ TEST_CASE_TEMPLATE("every product form Eigen sends to GEMM runs through the engi
       const Map view(storage.data(), m, k, Eigen::OuterStride<>(M::IsRowMajor ? k + 9 : m + 9));
       return M(view * B);
     });
+  }
+}
+
+namespace {
+
+oa::config with_gemv_min(oa::config c, std::uint64_t min) {
+  c.offload_gemv_min = min;
+  return c;
+}
+
+/// Matrix-vector products the engine ran since the last clear_reports().
+std::size_t engine_gemvs() {
+  std::size_t n = 0;
+  for (const auto& r : oa::reports()) n += r.op == "gemv" && r.error.empty();
+  return n;
+}
+
+template <class F>
+void gemv_differential(const oa::config& cfg, double tol, F f) {
+  differential(cfg, 1, tol, f, &with_gemv_min, &engine_gemvs);
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("matrix-vector products run through the engine on the host's cores and match Eigen", M,
+                   Eigen::MatrixXd, Eigen::MatrixXf, MatrixXdR, MatrixXfR) {
+  using S = typename M::Scalar;
+  using V = Eigen::Matrix<S, Eigen::Dynamic, 1>;
+  using RV = Eigen::Matrix<S, 1, Eigen::Dynamic>;
+  constexpr double tol = tolerance<M>();
+  const Eigen::Index m = 301, k = 177;
+  const M A = random_matrix<M>(m, k, 31);
+  const V x = random_matrix<V>(k, 1, 32), z = random_matrix<V>(m, 1, 33), y0 = random_matrix<V>(m, 1, 34);
+  for (const oa::config& cfg : {oa_test::host_config(), oa_test::emulated_config(48 << 10)}) {
+    CAPTURE(cfg.device);
+    gemv_differential(cfg, tol, [&] { return V(A * x); });
+    gemv_differential(cfg, tol, [&] {
+      V y = y0;
+      y.noalias() += S(2) * A * x;
+      return y;
+    });
+    gemv_differential(cfg, tol, [&] { return V(A.transpose() * z); });
+    gemv_differential(cfg, tol, [&] { return RV(z.transpose() * A); });
+    gemv_differential(cfg, tol, [&] {
+      // A block of A, a strided x, and a segment of a larger y.
+      const V storage = random_matrix<V>(3 * k, 1, 35);
+      const Eigen::Map<const V, 0, Eigen::InnerStride<>> strided(storage.data(), k - 7, Eigen::InnerStride<>(3));
+      V y = random_matrix<V>(m + 10, 1, 36);
+      y.segment(4, m - 5).noalias() -= A.block(2, 7, m - 5, k - 7) * strided;
+      return y;
+    });
+    gemv_differential(cfg, tol, [&] {
+      // A strided destination: a row of a column-major matrix.
+      Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic> Y = random_matrix<Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic>>(4, m, 37);
+      Y.row(1).noalias() += (A * x).transpose();
+      return Y;
+    });
+  }
+}
+
+TEST_CASE("a matrix-vector product below OA_OFFLOAD_GEMV_MIN stays with Eigen; on a device, it runs on the host") {
+  const Eigen::MatrixXd A = random_matrix<Eigen::MatrixXd>(200, 150, 41);
+  const Eigen::VectorXd x = random_matrix<Eigen::VectorXd>(150, 1, 42);
+  const Eigen::VectorXd ref = A.lazyProduct(x);
+  {
+    config_scope cs(with_gemv_min(oa_test::host_config(), 200 * 150 + 1));
+    const Eigen::VectorXd y = A * x;
+    CHECK(engine_gemvs() == 0);
+    std::size_t below = 0;
+    for (const auto& d : oa::not_offloaded())
+      if (d.op == "gemv" && d.reason.find("below OA_OFFLOAD_GEMV_MIN") != std::string::npos) below += d.count;
+    CHECK(below == 1);
+    CHECK(rel_error(y, ref) <= 1e-12);
+  }
+  {
+    config_scope cs(with_gemv_min(oa_test::emulated_config(64 << 10), 200 * 150));
+    const Eigen::VectorXd y = A * x;
+    CHECK(rel_error(y, ref) <= 1e-12);
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 1);
+    CHECK(reps[0].op == "gemv");
+    CHECK(reps[0].calls == std::vector<std::string>{"Eigen::gemv"});
+    CHECK(reps[0].dims == "m=200 n=1 k=150");
+    CHECK(reps[0].device == "host");
+    CHECK(reps[0].placement_reason.find("matrix-vector product") != std::string::npos);
+    CHECK(reps[0].h2d_bytes == 0);
   }
 }
 

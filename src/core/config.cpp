@@ -308,6 +308,14 @@ const setting settings[] = {
        c.offload_elements_min = json_unsigned(v, w, "a count of coefficients");
      },
      no_check},
+    {"offload_gemv_min", "OA_OFFLOAD_GEMV_MIN",
+     [](config& c, const std::string& t, const std::string& w) {
+       c.offload_gemv_min = parse_unsigned(t, w, "a count of matrix coefficients (m k)");
+     },
+     [](config& c, const nlohmann::json& v, const std::string& w) {
+       c.offload_gemv_min = json_unsigned(v, w, "a count of matrix coefficients (m k)");
+     },
+     no_check},
     {"cuda_staging", "OA_CUDA_STAGING",
      [](config& c, const std::string& t, const std::string&) { c.cuda_staging = lower(trim(t)); },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.cuda_staging = json_string(v, w); },

@@ -48,14 +48,17 @@ struct runtime_state {
   std::atomic<bool> hook_ready{false};
   std::atomic<std::uint64_t> offload_gemm_min{0};
   std::atomic<std::uint64_t> offload_elements_min{0};
+  std::atomic<std::uint64_t> offload_gemv_min{0};
   std::mutex declined_mutex;  // guards log.not_offloaded
   // Calls below the thresholds: counted apart, the common case kept cheap.
   std::atomic<std::uint64_t> gemm_below_threshold{0};
+  std::atomic<std::uint64_t> gemv_below_threshold{0};
   std::atomic<std::uint64_t> cwise_below_threshold{0};
   std::atomic<std::uint64_t> reduction_below_threshold{0};
   void publish_hook_settings() {
     offload_gemm_min = cfg.offload_gemm_min;
     offload_elements_min = cfg.offload_elements_min;
+    offload_gemv_min = cfg.offload_gemv_min;
     hook_ready = true;
   }
   /// Moves the cheap counts into the log (under declined_mutex).
@@ -69,6 +72,8 @@ struct runtime_state {
     };
     fold(gemm_below_threshold, "gemm",
          "below OA_OFFLOAD_GEMM_MIN (" + std::to_string(cfg.offload_gemm_min) + " multiply-adds)");
+    fold(gemv_below_threshold, "gemv",
+         "below OA_OFFLOAD_GEMV_MIN (" + std::to_string(cfg.offload_gemv_min) + " matrix coefficients)");
     const std::string elements_min =
         "below OA_OFFLOAD_ELEMENTS_MIN (" + std::to_string(cfg.offload_elements_min) + " coefficients)";
     fold(cwise_below_threshold, "cwise", elements_min);
@@ -307,6 +312,7 @@ void runtime::clear_reports() {
   std::scoped_lock lock(state_->mutex, state_->declined_mutex);
   state_->log.clear();
   state_->gemm_below_threshold = 0;
+  state_->gemv_below_threshold = 0;
   state_->cwise_below_threshold = 0;
   state_->reduction_below_threshold = 0;
 }
@@ -374,6 +380,13 @@ bool offload_gemm_wanted(double multiply_adds) {
   runtime_state& s = hook_state();
   if (multiply_adds >= static_cast<double>(s.offload_gemm_min.load(std::memory_order_relaxed))) return true;
   s.gemm_below_threshold.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+bool offload_gemv_wanted(double matrix_coefficients) {
+  runtime_state& s = hook_state();
+  if (matrix_coefficients >= static_cast<double>(s.offload_gemv_min.load(std::memory_order_relaxed))) return true;
+  s.gemv_below_threshold.fetch_add(1, std::memory_order_relaxed);
   return false;
 }
 
@@ -544,6 +557,7 @@ void evaluate(graph& g) {
       for (int n : s.calls) failed.calls.push_back(nodes[static_cast<std::size_t>(n)].name);
       failed.units = s.units;
       failed.op = s.contraction ? "gemm" : "stage";
+      if (const char* op = nodes[static_cast<std::size_t>(s.calls.front())].report_op) failed.op = op;
       failed.placement_reason = opt.placement_reason;
       failed.error = message_of(std::current_exception());
       st.log.add(std::move(failed));

@@ -34,6 +34,9 @@ placement place_stage(const stage& s, const std::vector<call_node>& nodes,
     if (dev.kind() == device_kind::cuda && !d.device) return {&host, "'" + node(s.calls.front()).name + "' has no GPU entry"};
     if (bytes < host_threshold)
       return {&host, "small product: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD"};
+    if (d.reads_once && !dev.host_accessible())
+      return {&host, "a matrix-vector product: each coefficient of A is read once, faster by the host's cores than "
+                     "copied over the link"};
     return {&dev, "a product, tiled for the device's budget"};
   }
   const std::size_t bytes = s.units * layout_stage(s, nodes, placement_mode::staged, needed_on_host).working_bytes_per_unit;

@@ -1,6 +1,7 @@
-// Eigen's products, taken from its GEMM functor (oa/eigen/offload.hpp), as
-// engine contractions: C += alpha A B on the caller's memory, recorded and
-// evaluated at once (an Eigen statement must hold its value when it ends).
+// Eigen's products, taken from its GEMM functor and its matrix-vector kernel
+// (oa/eigen/offload.hpp), as engine contractions: C += alpha A B on the
+// caller's memory, recorded and evaluated at once (an Eigen statement must
+// hold its value when it ends).
 // The operands are borrowed blocks of Eigen's storage, alive for the call.
 // When the engine cannot run it, Eigen does: the engine leaves C as it was
 // on failure, and the reason goes to the report.
@@ -57,19 +58,21 @@ std::string dims_of(const gemm_call& c) {
 }
 
 template <class S>
-bool run(const gemm_call& call) {
+bool run(const gemm_call& call, bool gemv) {
+  const char* op = gemv ? "gemv" : "gemm";
   const matrix_block a = block_of(call.a, sizeof(S)), b = block_of(call.b, sizeof(S)), c = block_of(call.c, sizeof(S));
   const auto g = detail::current_graph();
   detail::value_ptr result;
   {
     std::lock_guard lock(g->mutex());
     detail::call_node node;
-    node.name = "Eigen::gemm";
+    node.name = std::string("Eigen::") + op;
+    node.report_op = op;
     node.units = c.cols;
-    detail::value_ptr va = borrowed(a, "A of Eigen::gemm"), vb = borrowed(b, "B of Eigen::gemm"),
-                      vc = borrowed(c, "C of Eigen::gemm");
+    detail::value_ptr va = borrowed(a, "A of " + node.name), vb = borrowed(b, (gemv ? "x of " : "B of ") + node.name),
+                      vc = borrowed(c, (gemv ? "y of " : "C of ") + node.name);
     result = std::make_shared<detail::value_state>();
-    result->label = "C of Eigen::gemm (updated in place)";
+    result->label = vc->label + " (updated in place)";
     result->ops = vc->ops;
     result->shape = vc->shape;
     result->object = vc->object;
@@ -83,6 +86,7 @@ bool run(const gemm_call& call) {
     auto d = std::make_shared<detail::contraction_desc>();
     d->m = c.rows, d->n = c.cols, d->k = a.cols;
     d->reads_c = true;  // Eigen accumulates into C
+    d->reads_once = gemv;
     d->elem_bytes = sizeof(S);
     d->storage = {&storage, &storage, &storage};
     const S alpha = static_cast<S>(call.alpha);
@@ -92,7 +96,7 @@ bool run(const gemm_call& call) {
     node.contraction = std::move(d);
     result->producer = g->add(std::move(node));
   }
-  return evaluate_hooked(*g, result, "gemm", dims_of(call));
+  return evaluate_hooked(*g, result, op, dims_of(call));
 }
 
 }  // namespace
@@ -104,7 +108,16 @@ bool gemm(const gemm_call& call) {
   }
   const double multiply_adds = double(call.c.rows) * double(call.c.cols) * double(call.a.cols);
   if (!detail::offload_gemm_wanted(multiply_adds)) return false;
-  return call.scalar == scalar_type::f64 ? run<double>(call) : run<float>(call);
+  return call.scalar == scalar_type::f64 ? run<double>(call, false) : run<float>(call, false);
+}
+
+bool gemv(const gemm_call& call) {
+  if (detail::in_engine_thread()) {
+    detail::note_not_offloaded("gemv", "called inside the engine (an annotated CPU function)", dims_of(call));
+    return false;
+  }
+  if (!detail::offload_gemv_wanted(double(call.a.rows) * double(call.a.cols))) return false;
+  return call.scalar == scalar_type::f64 ? run<double>(call, true) : run<float>(call, true);
 }
 
 }  // namespace oa::eigen_hooks

@@ -41,6 +41,13 @@ struct config {
   // reductions (oa_offload) of fewer coefficients stay with Eigen. Measured
   // the same way: 1.02x at 393216, 1.54x at 2^19.
   std::uint64_t offload_elements_min = std::uint64_t{1} << 19;
+  // OA_OFFLOAD_GEMV_MIN: Eigen matrix-vector products (oa_offload) whose
+  // matrix has fewer coefficients (m k) stay with Eigen, which runs them on
+  // one thread; above it the engine splits them over the host's cores.
+  // Measured with oa-offload-sweep --op gemv, host device, 2 cores: Eigen is
+  // faster while A fits in the caches (double 0.83x at 1448^2, 1.32x at
+  // 1600^2; float 0.73x at 2048^2, 1.27x at 2896^2); 2^23 suits both.
+  std::uint64_t offload_gemv_min = std::uint64_t{1} << 23;
 
   /// Defaults overlaid with OA_CONFIG's JSON file and then OA_* variables,
   /// then validated; `origins`, when given, learns where each setting came from.

@@ -53,6 +53,10 @@ struct contraction_desc {
   std::size_t m = 0, n = 0, k = 0;
   bool trans_a = false, trans_b = false;  // op(X) = X^T
   bool reads_c = false;                   // beta != 0: C's tiles are read before their first step
+  // A matrix-vector product (n == 1): each coefficient of A is read once, so
+  // copying A over a link costs more than the host's cores take to use it.
+  // It runs on the host unless the device reads its operands in place.
+  bool reads_once = false;
   std::size_t elem_bytes = 0;
   /// The storage of the A, B and C objects (read when the stage runs).
   std::array<matrix_block (*)(const void* object), 3> storage{};

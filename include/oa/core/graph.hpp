@@ -109,7 +109,7 @@ struct call_node {
   kernel_fn device_twin;            // host twin of the device function; empty: CPU only
   std::shared_ptr<const elementwise_desc> elementwise;  // for kernel generation; set with device_twin
   double cost_per_unit = 1.0;       // relative work per unit (annotation's estimate)
-  const char* report_op = nullptr;  // the stage report's op when set ("cwise": an Eigen hook)
+  const char* report_op = nullptr;  // the stage report's op when set (an Eigen hook's: "gemv", "cwise", ...)
   /// A contraction (a matrix product) rather than a chunked call: args are
   /// A (in), B (in), an optional C read (in), and C written (out or mut).
   /// It runs as a stage of its own, tile by tile.

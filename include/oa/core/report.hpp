@@ -12,7 +12,7 @@ namespace oa {
 
 struct stage_report {
   std::vector<std::string> calls;  // annotated functions, in program order
-  std::string op;                  // "gemm" for products, "cwise" for Eigen assignments, else "stage"
+  std::string op;                  // "gemm" for products, Eigen's "gemv", "cwise", "reduction", else "stage"
   std::string dims;                // products: "m=.. n=.. k=.."; Eigen assignments: "elements=.."
   std::string device;              // where the stage ran
   std::string placement_reason;    // why there

@@ -147,6 +147,9 @@ bool in_engine_thread() noexcept;
 /// of the current runtime (read without waiting for an evaluation in
 /// progress); one below it is counted for the report.
 bool offload_gemm_wanted(double multiply_adds);
+/// The same for a matrix-vector product of an m x k matrix (m k) and
+/// OA_OFFLOAD_GEMV_MIN.
+bool offload_gemv_wanted(double matrix_coefficients);
 /// The same for a coefficient-wise assignment (or a reduction) and
 /// OA_OFFLOAD_ELEMENTS_MIN.
 bool offload_elements_wanted(std::uint64_t coefficients, bool reduction);

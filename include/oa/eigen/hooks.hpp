@@ -35,6 +35,14 @@ struct gemm_call {
 /// report). Errors of oa's configuration are thrown (oa::config_error).
 bool gemm(const gemm_call& call);
 
+/// y += alpha a x, Eigen's matrix-vector kernel, as a gemm_call with b = x
+/// (k x 1) and c = y (m x 1); a strided vector is a row-major k x 1 (m x 1)
+/// matrix whose outer stride is the vector's increment. The engine splits it
+/// over the host's cores: each coefficient of a is read once, so through a
+/// link to a GPU it cannot beat them. Returns false, y untouched, below
+/// OA_OFFLOAD_GEMV_MIN and in the cases gemm() leaves to Eigen.
+bool gemv(const gemm_call& call);
+
 /// Coefficient-wise operations of an expression tree, by their oa::ops names.
 enum class cwise_op : unsigned char {
   leaf,      // an array of the program (data)

@@ -11,6 +11,12 @@
 //   OpenMP, in initParallelSession, before Eigen's threads start, so it is
 //   offloaded once rather than once per thread.
 //
+// - general_matrix_vector_product: matrix-vector products (y = A x, x^T A,
+//   transposed, blocks, +=) of matrices of OA_OFFLOAD_GEMV_MIN coefficients
+//   or more run through the engine over the host's cores (Eigen runs them on
+//   one thread; through a link to a GPU they would be slower: each
+//   coefficient of A is read once).
+//
 // - Assignment: an assignment (=, +=, -=, *=, /=) of a coefficient-wise
 //   expression tree (arithmetic, comparisons, select, the common unary
 //   functions, pow with a scalar, casts, scalar constants) over contiguous
@@ -134,6 +140,35 @@ class offloading_gemm {
   Scalar m_actualAlpha;
   BlockingType& m_blocking;
   mutable bool m_offloaded = false;
+};
+
+/// Eigen's matrix-vector kernel, y += alpha A x, offloaded whole when it may;
+/// otherwise Eigen's own (its BuiltIn version: the generic code, as Eigen's
+/// BLAS backend calls it).
+template <class Index, class S, int Order>
+struct offloading_gemv {
+  typedef Eigen::internal::const_blas_data_mapper<S, Index, Order> LhsMapper;
+  typedef Eigen::internal::const_blas_data_mapper<S, Index, Order == Eigen::ColMajor ? Eigen::RowMajor : Eigen::ColMajor>
+      RhsMapper;
+  typedef Eigen::internal::general_matrix_vector_product<Index, S, LhsMapper, Order, false, S, RhsMapper, false,
+                                                         Eigen::BuiltIn>
+      eigen;
+
+  static void run(Index rows, Index cols, const LhsMapper& lhs, const RhsMapper& rhs, S* res, Index resIncr, S alpha) {
+    if (rows > 0 && cols > 0) {
+      // x (rhs) and y (res) as k x 1 and m x 1 matrices: contiguous, or
+      // row-major with the vector's increment as outer stride.
+      const Index x_incr = Order == Eigen::ColMajor ? rhs.stride() : 1;
+      gemm_call call;
+      call.scalar = scalar_of<S>::value;
+      call.a = {lhs.data(), rows, cols, lhs.stride(), Order == Eigen::RowMajor};
+      call.b = {rhs.data(), cols, 1, x_incr == 1 ? cols : x_incr, x_incr != 1};
+      call.c = {res, rows, 1, resIncr == 1 ? rows : resIncr, resIncr != 1};
+      call.alpha = static_cast<double>(alpha);
+      if (oa::eigen_hooks::gemv(call)) return;
+    }
+    eigen::run(rows, cols, lhs, rhs, res, resIncr, alpha);
+  }
 };
 
 // ---- coefficient-wise assignments ---------------------------------------------
@@ -621,6 +656,22 @@ struct gemm_functor<float, Index, Gemm, Lhs, Rhs, Dest, BlockingType>
   typedef oa::eigen_hooks::detail::offloading_gemm<float, Index, Gemm, Lhs, Rhs, Dest, BlockingType> base;
   using base::base;
 };
+
+// Matrix-vector products (and the vector-matrix ones Eigen transposes into
+// them). Eigen's BLAS backend (EIGEN_USE_BLAS) specialises the same kernel:
+// then BLAS keeps them.
+#if !defined(EIGEN_USE_BLAS)
+#define OA_EIGEN_GEMV(S, ORDER, X_ORDER)                                                                         \
+  template <class Index>                                                                                         \
+  struct general_matrix_vector_product<Index, S, const_blas_data_mapper<S, Index, ORDER>, ORDER, false, S,      \
+                                       const_blas_data_mapper<S, Index, X_ORDER>, false, Specialized>           \
+      : oa::eigen_hooks::detail::offloading_gemv<Index, S, ORDER> {};
+OA_EIGEN_GEMV(double, ColMajor, RowMajor)
+OA_EIGEN_GEMV(double, RowMajor, ColMajor)
+OA_EIGEN_GEMV(float, ColMajor, RowMajor)
+OA_EIGEN_GEMV(float, RowMajor, ColMajor)
+#undef OA_EIGEN_GEMV
+#endif
 
 }  // namespace internal
 }  // namespace Eigen
