@@ -44,7 +44,7 @@ const char* const all_variables[] = {
     "OA_CONFIG",         "OA_DEVICE",     "OA_DEVICE_MEMORY", "OA_STREAMS",   "OA_CHUNK_BYTES",
     "OA_HOST_THRESHOLD", "OA_REPORT",     "OA_TRACE",         "OA_LINK_GBPS", "OA_FAIL_LAUNCH",
     "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE", "OA_EMULATED_DEVICE_FUNCTIONS", "OA_CUDA_STAGING", "OA_FAIL_STICKY",
-    "OA_EMULATED_FUSED", "OA_OFFLOAD_GEMM_MIN", "OA_OFFLOAD_ELEMENTS_MIN", "OA_OFFLOAD_GEMV_MIN",
+    "OA_EMULATED_FUSED", "OA_OFFLOAD_GEMM_MIN", "OA_OFFLOAD_ELEMENTS_MIN", "OA_OFFLOAD_GEMV_MIN", "OA_KEEP_COPIES",
 };
 
 /// Clears every OA_ variable for one test and puts the caller's values back
@@ -556,7 +556,7 @@ TEST_CASE("the unknown-key message lists exactly the accepted keys") {
       "device",     "device_memory", "streams",     "chunk_bytes", "host_threshold", "report",
       "trace",      "link_gbps",     "fail_launch", "fail_copy",   "fail_sticky",    "emulated_device_functions",
       "sequential", "cuda_staging",  "progress",    "verbose",     "emulated_fused", "offload_gemm_min",
-      "offload_elements_min", "offload_gemv_min"};
+      "offload_elements_min", "offload_gemv_min", "keep_copies"};
   oa::config c;
   const std::string msg = config_error_of([&] { c.merge_json(R"({"colour": "blue"})", "f.json"); });
   const std::string marker = "(known: ";

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "core/kernel_source.hpp"
 #include "oa/oa.hpp"
@@ -587,4 +588,88 @@ TEST_CASE("reductions Eigen keeps: below the threshold, index-returning minCoeff
   CHECK(m(row, col) == smallest);
   const Eigen::RowVectorXd sums = m.colwise().sum();  // 200 reductions of 300: below the threshold
   CHECK(std::abs(sums.sum() - m.sum()) <= 1e-9);
+}
+
+namespace {
+struct link_totals {
+  std::size_t h2d = 0, saved = 0;
+};
+/// Bytes copied in, and read from copies already on the device instead,
+/// since the last clear_reports(); clears them.
+link_totals take_link_totals() {
+  link_totals t;
+  for (const auto& r : oa::reports()) {
+    t.h2d += r.h2d_bytes;
+    t.saved += r.resident_bytes_saved;
+  }
+  oa::clear_reports();
+  return t;
+}
+}  // namespace
+
+TEST_CASE("statements read what earlier statements left on the device, unless the program wrote it since") {
+  const std::size_t n = std::size_t{1} << 15;  // 256 KiB per array
+  const std::size_t bytes = n * sizeof(double);
+  const Eigen::ArrayXd x = oa_test::random_array(n, 0.1, 2, 121);
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    oa::config c = with_elements_min(oa_test::emulated_config(8 << 20), 0);
+    c.emulated_fused = fused;
+    config_scope cs(c);
+    Eigen::ArrayXd a = x.exp();  // x is copied in, a written out: both stay
+    CHECK(take_link_totals().h2d == bytes);
+    Eigen::ArrayXd b = a * 2.0 + x;  // reads both from the device
+    link_totals t = take_link_totals();
+    CHECK(t.h2d == 0);
+    CHECK(t.saved == 2 * bytes);
+    a = a.sqrt();  // updated in place in its copy
+    CHECK(take_link_totals().h2d == 0);
+    // The program writes a between statements, through its pointer: its
+    // copy no longer holds it, and only its bytes can tell.
+    a(7) = 1e6;
+    for (Eigen::Index i = 100; i < 150; ++i) a.data()[i] = -3.0;
+    b = a + b;
+    t = take_link_totals();
+    CHECK(t.h2d == bytes);
+    CHECK(t.saved == bytes);
+    // Eigen again, on the same inputs.
+    Eigen::ArrayXd ra = x.exp().sqrt();
+    ra(7) = 1e6;
+    for (Eigen::Index i = 100; i < 150; ++i) ra.data()[i] = -3.0;
+    const Eigen::ArrayXd rb = ra + (x.exp() * 2.0 + x);
+    CHECK((a - ra).abs().maxCoeff() <= 1e-12);
+    CHECK((b - rb).abs().maxCoeff() <= 1e-9);
+  }
+}
+
+TEST_CASE("copies kept between statements give way to the budget, and faults never leave a stale one") {
+  const std::size_t n = std::size_t{1} << 15;
+  const Eigen::ArrayXd x = oa_test::random_array(n, 0.1, 2, 131);
+  Eigen::ArrayXd ref = x;
+  for (int i = 0; i < 6; ++i) ref = (ref * 1.5 + x).sqrt();
+  // 1 MiB holds three 256 KiB copies at most: each statement evicts older ones.
+  for (const std::uint64_t fail : {std::uint64_t{0}, std::uint64_t{5}, std::uint64_t{9}}) {
+    CAPTURE(fail);
+    oa::config c = with_elements_min(oa_test::emulated_config(1 << 20), 0);
+    c.fail_launch = fail;
+    config_scope cs(c);
+    std::vector<Eigen::ArrayXd> a(7);
+    a[0] = x;
+    std::size_t peak = 0, reruns = 0, evicted = 0, saved = 0;
+    for (std::size_t i = 1; i < a.size(); ++i) {
+      a[i] = (a[i - 1] * 1.5 + x).sqrt();
+      for (const auto& r : oa::reports()) {
+        peak = std::max(peak, r.peak_device_bytes);
+        reruns += r.host_reruns;
+        evicted += r.evicted_bytes;
+        saved += r.resident_bytes_saved;
+      }
+      oa::clear_reports();
+    }
+    CHECK((a.back() - ref).abs().maxCoeff() <= 1e-12);
+    CHECK(peak <= std::size_t{1} << 20);
+    CHECK(saved > 0);
+    CHECK(evicted > 0);
+    CHECK((reruns > 0) == (fail != 0));
+  }
 }

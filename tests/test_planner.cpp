@@ -16,6 +16,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "core/fingerprint.hpp"
 #include "core/planner.hpp"
 #include "oa/annotations/eigen_array.hpp"
 #include "oa/core/error.hpp"
@@ -540,3 +541,25 @@ TEST_CASE("graphs: an update in place with no later reader joins the stage") {
 
 }  // namespace
 
+
+TEST_CASE("a fingerprint changes with any one word, and with the region's shape") {
+  std::vector<std::uint64_t> words(1000);
+  for (std::size_t i = 0; i < words.size(); ++i) words[i] = i * 0x9E3779B97F4A7C15ull;
+  auto* data = reinterpret_cast<std::byte*>(words.data());
+  const oa::region whole{data, words.size() * 8, 1, words.size() * 8};
+  const oa::detail::fingerprint base = oa::detail::fingerprint_of(whole);
+  CHECK(base == oa::detail::fingerprint_of(whole));
+  for (std::size_t i = 0; i < words.size(); i += 7) {
+    const std::uint64_t keep = words[i];
+    words[i] ^= std::uint64_t{1} << (i % 64);
+    CHECK(oa::detail::fingerprint_of(whole) != base);
+    words[i] = keep;
+  }
+  // The same bytes as 10 rows of 800: another shape. A tail shorter than a
+  // word counts too.
+  CHECK(oa::detail::fingerprint_of({data, 800, 10, 800}) != base);
+  const oa::region odd{data, 8 * 999 + 3, 1, 8 * 999 + 3};
+  const oa::detail::fingerprint odd_print = oa::detail::fingerprint_of(odd);
+  data[8 * 999 + 2] ^= std::byte{1};
+  CHECK(oa::detail::fingerprint_of(odd) != odd_print);
+}

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "core/kernel_source.hpp"
 #include "core/progress.hpp"
@@ -65,6 +66,10 @@ void allocate_slot(device& dev, slot& s, const stage_layout& L, std::size_t chun
                    std::size_t device_partial_bytes) {
   s.stream = oa::stream(dev);
   for (std::size_t ub : L.buffer_unit_bytes) {
+    if (ub == 0) {  // a value's own buffer, pointed into its whole copy per chunk
+      s.buffers.push_back(nullptr);
+      continue;
+    }
     s.memory.emplace_back(dev, std::max<std::size_t>(ub * chunk_units, 1), s.stream.id());
     s.buffers.push_back(s.memory.back().data());
   }
@@ -92,7 +97,8 @@ std::vector<region> chunk_regions(const stage_layout& L, const std::vector<std::
 std::shared_ptr<const generated_kernel> kernel_for_chunk(const kernel_source& ks,
                                                          const std::shared_ptr<const std::string>& source,
                                                          const stage& s, const std::vector<call_node>& nodes,
-                                                         const slot& sl, std::size_t elements,
+                                                         const std::vector<std::byte*>& buffers,
+                                                         std::byte* partials, std::size_t elements,
                                                          const std::vector<std::size_t>& partial_offsets) {
   auto k = std::make_shared<generated_kernel>();
   k->name = ks.name;
@@ -114,7 +120,7 @@ std::shared_ptr<const generated_kernel> kernel_for_chunk(const kernel_source& ks
         break;
       }
       case kernel_param::kind::buffer: {
-        const void* b = sl.buffers[static_cast<std::size_t>(p.index)];
+        const void* b = buffers[static_cast<std::size_t>(p.index)];
         k->pointer_args.push_back(k->args.size());
         push(&b, sizeof b);
         break;
@@ -125,7 +131,7 @@ std::shared_ptr<const generated_kernel> kernel_for_chunk(const kernel_source& ks
         break;
       }
       case kernel_param::kind::partials: {
-        const void* b = sl.partials + partial_offsets[static_cast<std::size_t>(p.index)];
+        const void* b = partials + partial_offsets[static_cast<std::size_t>(p.index)];
         k->pointer_args.push_back(k->args.size());
         push(&b, sizeof b);
         break;
@@ -463,6 +469,16 @@ std::exception_ptr rerun_on_host(device& host, const stage& s, const std::vector
 
 }  // namespace
 
+/// The shared handle of a value the stage's calls take or make.
+value_ptr value_of(const stage& s, const std::vector<call_node>& nodes, const value_state* v) {
+  for (int c : s.calls)
+    for (const auto& a : nodes[static_cast<std::size_t>(c)].args) {
+      if (a.value.get() == v) return a.value;
+      if (a.new_value.get() == v) return a.new_value;
+    }
+  return nullptr;
+}
+
 void fail_stage(const stage& s, const std::vector<call_node>& nodes, std::exception_ptr e) {
   for (int c : s.calls)
     nodes[static_cast<std::size_t>(c)].for_each_output([&](const value_ptr& v) {
@@ -480,7 +496,49 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (s.calls.empty()) return rep;
   check_caller_objects(s, nodes);
 
-  const stage_plan P = plan_stage(s, nodes, needed_on_host, dev, host, opt);
+  stage_plan P = plan_stage(s, nodes, needed_on_host, dev, host, opt);
+  // Whole copies (stage_plan::whole), allocated before the slots; they are
+  // freed after the slots' streams are done, or kept when the stage succeeds.
+  // Without room for them, the stage is planned again without.
+  std::vector<device_buffer> whole_copies(P.layout.values.size());
+  std::vector<region> whole_host(P.layout.values.size());
+  try {
+    for (std::size_t k = 0; k < P.whole.size(); ++k) {
+      if (!P.whole[k]) continue;
+      whole_host[k] = residency::whole_region(*P.layout.values[k].v);
+      whole_copies[k] = device_buffer(dev, residency::span(whole_host[k]));
+    }
+  } catch (const device_out_of_memory&) {
+    whole_copies.clear();
+    run_options without = opt;
+    without.whole_copies = false;
+    P = plan_stage(s, nodes, needed_on_host, dev, host, without);
+    whole_copies.resize(P.layout.values.size());
+  }
+  // Updates in place: the new version of a value with a buffer of its own
+  // lives where the old one does (its copy), and a copy ends up holding the
+  // last version.
+  std::vector<std::pair<std::size_t, std::size_t>> updates;  // (old, new), in call order
+  std::vector<int> next_version(P.layout.values.size(), -1);
+  {
+    std::unordered_map<const value_state*, std::size_t> index;
+    for (std::size_t k = 0; k < P.layout.values.size(); ++k) index[P.layout.values[k].v] = k;
+    for (int c : s.calls)
+      for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
+        if (a.role == arg_role::mut) {
+          const std::size_t from = index.at(a.value.get()), to = index.at(a.new_value.get());
+          updates.emplace_back(from, to);
+          next_version[from] = static_cast<int>(to);
+        }
+  }
+  const auto last_version = [&](std::size_t k) {
+    while (next_version[k] >= 0) k = static_cast<std::size_t>(next_version[k]);
+    return k;
+  };
+  const auto in_whole = [&](std::size_t k, const region& host_chunk) {
+    return region{whole_copies[k].data() + (host_chunk.data - whole_host[k].data), host_chunk.width, host_chunk.rows,
+                  host_chunk.pitch};
+  };
   const bool in_place = P.mode == placement_mode::in_place;
   const bool fused = P.mode == placement_mode::fused;
   const bool twins = P.twins;
@@ -615,15 +673,26 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
               regs[k] = residency::in_copy(*resident_in[k], host_chunk);
               rep.resident_bytes_saved += host_chunk.bytes();
             } else {
+              if (whole_copies[k].data()) regs[k] = in_whole(k, host_chunk);
               dev.copy_to_device_async(regs[k], host_chunk, sl.stream.id());
             }
           }
+          for (std::size_t k = 0; k < L.values.size(); ++k)
+            if (L.values[k].cls == value_class::output && whole_copies[k].data())
+              regs[k] = in_whole(k, L.values[k].v->ops->host_region(L.values[k].v->object, r));
+          for (const auto& [from, to] : updates)
+            if (L.buffer_unit_bytes[static_cast<std::size_t>(L.values[from].buffer)] == 0) regs[to] = regs[from];
         }
         std::byte* kernel_partial = in_place ? host_partial : sl.partials;
         launch k{launch_name, {}, {}};
         if (fused) {
           const std::size_t elements = r.size() * L.values.front().v->shape.inner;
-          k.kernel = kernel_for_chunk(*ks, source, s, nodes, sl, elements, partial_offsets);
+          // Values with a buffer of their own are read and written in their copies.
+          std::vector<std::byte*> buffers = sl.buffers;
+          for (std::size_t v = 0; v < L.values.size(); ++v)
+            if (L.values[v].buffer >= 0 && L.buffer_unit_bytes[static_cast<std::size_t>(L.values[v].buffer)] == 0)
+              buffers[static_cast<std::size_t>(L.values[v].buffer)] = regs[v].data;
+          k.kernel = kernel_for_chunk(*ks, source, s, nodes, buffers, sl.partials, elements, partial_offsets);
           partial_entries[i] = k.kernel->grid;
           // Its description, for a device that runs it on the host (emulated).
           k.entry = [&s, &nodes, &L, regs, r, dev_partials = sl.partials, &partial_offsets,
@@ -703,6 +772,17 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (lost) rep.device_fault = message_of(lost);
   rep.rollback_bytes = undo.bytes();
 
+  // Copies updated in place hold the new versions only if every chunk ran
+  // on the device and the stage succeeded.
+  const bool copies_hold = opt.resident && !stage_error && faulted.empty() && !lost;
+  for (std::size_t k = 0; k < resident_in.size(); ++k) {
+    if (!resident_in[k] || next_version[k] < 0) continue;
+    if (copies_hold)
+      opt.resident->rekey(L.values[k].v, value_of(s, nodes, L.values[last_version(k)].v));
+    else
+      opt.resident->drop(L.values[k].v);
+  }
+
   if (stage_error) {
     // All or nothing: the caller's objects go back to what they were.
     undo.restore_all();
@@ -750,6 +830,14 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
     }
     for (int c : s.calls)
       nodes[static_cast<std::size_t>(c)].for_each_output([](const value_ptr& v) { v->status = value_status::ready; });
+    // Every chunk ran on the device: the whole copies hold what the host does.
+    if (copies_hold)
+      for (std::size_t k = 0; k < whole_copies.size(); ++k) {
+        if (!whole_copies[k].data()) continue;
+        rep.resident_bytes += whole_copies[k].size();
+        opt.resident->add(value_of(s, nodes, L.values[last_version(k)].v), std::move(whole_copies[k]), whole_host[k],
+                          true);
+      }
   }
   rep.seconds = seconds_since(t0);
   return rep;

@@ -23,6 +23,7 @@ struct run_options {
   residency* resident = nullptr;  // values resident on the stage's device: inputs read there, not copied in
   bool keep_result = false;       // contractions: keep the result resident for a later stage on this device
   bool result_on_host = true;     // contractions: the result must reach its host storage too
+  bool whole_copies = true;       // element-wise stages: whole copies of inputs and outputs, kept (stage_plan::whole)
 };
 
 /// Runs a stage on `dev`; chunks that fail with a device fault are re-run on

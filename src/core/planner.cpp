@@ -114,7 +114,8 @@ std::unordered_set<const value_state*> values_needed_on_host(const std::vector<c
 }
 
 stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, placement_mode mode,
-                          const std::unordered_set<const value_state*>& needed_on_host) {
+                          const std::unordered_set<const value_state*>& needed_on_host,
+                          const std::unordered_set<const value_state*>& own) {
   stage_layout L;
   std::unordered_map<const value_state*, int> index;
   auto add = [&](value_state* v, value_class cls, int first) {
@@ -174,8 +175,13 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
     }
     return true;
   };
+  auto take_for = [&](const stage_value& v) {
+    if (!own.count(v.v)) return take(v.v->shape.unit_bytes());
+    L.buffer_unit_bytes.push_back(0);
+    return static_cast<int>(L.buffer_unit_bytes.size() - 1);
+  };
   for (auto& v : L.values)
-    if (v.cls == value_class::input && needs_buffer(v)) v.buffer = take(v.v->shape.unit_bytes());
+    if (v.cls == value_class::input && needs_buffer(v)) v.buffer = take_for(v);
   std::unordered_set<int> handed_over;
   for (std::size_t p = 0; p < s.calls.size(); ++p) {
     const call_node& n = nodes[static_cast<std::size_t>(s.calls[p])];
@@ -187,12 +193,12 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
         handed_over.insert(index.at(a.value.get()));
       } else if (a.role == arg_role::out) {
         auto& v = L.values[static_cast<std::size_t>(index.at(a.value.get()))];
-        if (needs_buffer(v)) v.buffer = take(v.v->shape.unit_bytes());
+        if (needs_buffer(v)) v.buffer = take_for(v);
       }
     }
     for (std::size_t i = 0; i < L.values.size(); ++i) {
       const auto& v = L.values[i];
-      if (v.last == static_cast<int>(p) && v.buffer >= 0 && !handed_over.count(static_cast<int>(i)))
+      if (v.last == static_cast<int>(p) && v.buffer >= 0 && !handed_over.count(static_cast<int>(i)) && !own.count(v.v))
         free_buffers[v.v->shape.unit_bytes()].push_back(v.buffer);
     }
   }
@@ -239,7 +245,7 @@ chunk_plan plan_chunks(std::size_t units, const slot_memory& slot, std::size_t b
   chunk_plan plan;
   streams = std::max(streams, 1);
   if (units == 0) return {1, 0, 1};
-  const std::size_t bytes_per_unit = slot.bytes_per_unit();
+  const std::size_t bytes_per_unit = std::max(slot.bytes_per_unit(), slot.moved_bytes_per_unit);
   // The cap: at most chunk_bytes per chunk, but never less than one unit.
   std::size_t most = units;
   if (chunk_bytes != 0 && bytes_per_unit != 0) most = std::min(most, std::max<std::size_t>(1, chunk_bytes / bytes_per_unit));

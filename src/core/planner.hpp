@@ -73,9 +73,12 @@ enum class placement_mode : std::uint8_t {
 };
 
 /// Lays out a stage. Buffers are reused once the value in them is dead
-/// (liveness by position in the stage).
+/// (liveness by position in the stage). Values in `own` (read from or
+/// written to whole copies on the device) get a buffer of their own that
+/// takes no slot memory: the executor points it into the copy.
 stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, placement_mode mode,
-                          const std::unordered_set<const value_state*>& needed_on_host);
+                          const std::unordered_set<const value_state*>& needed_on_host,
+                          const std::unordered_set<const value_state*>& own = {});
 
 /// Values that must reach host storage: held by a handle, the caller's
 /// storage (not superseded by a later mut), or read by a later stage.
@@ -99,6 +102,10 @@ struct slot_memory {
   std::vector<std::size_t> unit_bytes;  // per buffer
   std::size_t fixed = 0;                // one allocation of this size when nonzero
   std::size_t granularity = 1;
+  // What a unit moves through the slot when values live in whole copies
+  // instead of its buffers (they take no slot memory): what OA_CHUNK_BYTES
+  // caps then. 0: the buffers' bytes.
+  std::size_t moved_bytes_per_unit = 0;
 
   /// Bytes the device counts for a slot holding `chunk_units` units.
   std::size_t bytes(std::size_t chunk_units) const noexcept;

@@ -22,12 +22,19 @@ std::size_t residency::pinned_bytes() const noexcept {
 }
 
 bool residency::evict(std::size_t bytes) noexcept {
+  std::size_t freed = 0;
+  // Kept copies first, oldest first: no one reads them now.
+  while (freed < bytes && !kept_.empty()) {
+    freed += kept_.front().copy.size();
+    evicted_ += kept_.front().copy.size();
+    kept_.erase(kept_.begin());
+  }
+  if (freed >= bytes) return true;
   std::vector<entry*> victims;
   for (auto& [v, e] : entries_)
     if (!pinned_.count(v)) victims.push_back(e.get());
   std::sort(victims.begin(), victims.end(),
             [](const entry* a, const entry* b) { return a->copy.size() > b->copy.size(); });
-  std::size_t freed = 0;
   for (entry* e : victims) {
     if (freed >= bytes) break;
     try {
@@ -48,6 +55,7 @@ residency::entry* residency::find(const value_state* v) noexcept {
 }
 
 residency::entry& residency::add(value_ptr v, device_buffer copy, const region& host, bool host_valid) {
+  forget(host);
   auto e = std::make_unique<entry>();
   e->value = std::move(v);
   e->copy = std::move(copy);
@@ -85,9 +93,70 @@ void residency::drop(const value_state* v) {
   entries_.erase(v);
 }
 
+void residency::rekey(const value_state* from, value_ptr to) {
+  auto it = entries_.find(from);
+  if (it == entries_.end()) return;
+  std::unique_ptr<entry> e = std::move(it->second);
+  entries_.erase(it);
+  pinned_.erase(from);
+  e->value = std::move(to);
+  e->host_valid = true;
+  entries_[e->value.get()] = std::move(e);
+}
+
 void residency::clear() noexcept {
   pinned_.clear();
   entries_.clear();
+  kept_.clear();
+}
+
+namespace {
+bool overlaps(const region& a, const region& b) noexcept {
+  const std::byte *a0 = a.data, *a1 = a.data + residency::span(a), *b0 = b.data, *b1 = b.data + residency::span(b);
+  return a0 < b1 && b0 < a1;
+}
+bool same(const region& a, const region& b) noexcept {
+  return a.data == b.data && a.width == b.width && a.rows == b.rows && (a.rows <= 1 || a.pitch == b.pitch);
+}
+}  // namespace
+
+void residency::forget(const region& host) noexcept {
+  std::erase_if(kept_, [&](const kept& k) { return overlaps(k.host, host); });
+}
+
+void residency::retire(entry& e) noexcept {
+  if (!e.host_valid || !e.host.data || e.host.bytes() == 0 || !e.copy.data()) return;
+  forget(e.host);
+  kept_.push_back({std::move(e.copy), e.host, fingerprint_of(e.host)});
+}
+
+void residency::end_evaluation() noexcept {
+  pinned_.clear();
+  for (auto& [v, e] : entries_) retire(*e);
+  entries_.clear();
+}
+
+residency::entry* residency::adopt(const value_ptr& v) {
+  if (entry* e = find(v.get())) return e;
+  if (kept_.empty() || !v->object) return nullptr;
+  const region host = whole_region(*v);
+  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+    if (!same(it->host, host)) continue;
+    if (fingerprint_of(host) != it->print) {
+      kept_.erase(it);  // the program wrote the storage since
+      return nullptr;
+    }
+    device_buffer copy = std::move(it->copy);
+    kept_.erase(it);
+    return &add(v, std::move(copy), host, true);
+  }
+  return nullptr;
+}
+
+std::size_t residency::kept_bytes() const noexcept {
+  std::size_t b = 0;
+  for (const kept& k : kept_) b += k.copy.size();
+  return b;
 }
 
 }  // namespace oa::detail

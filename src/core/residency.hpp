@@ -9,12 +9,20 @@
 // reads it. Budgets: the copies a running stage reads are pinned and their
 // bytes reserved out of its budget; the others are evicted by need (written
 // back first when device only) when an allocation would exceed the budget.
+//
+// Between evaluations (an Eigen program's statements, each evaluated when it
+// is assigned), copies whose host storage holds the same bytes are kept, with
+// a fingerprint of those bytes. A later stage that reads the same host
+// storage takes the copy instead of copying it in, once the host's bytes are
+// found unchanged: the program may have written them in between, and nothing
+// but their content says so. Kept copies are evicted first, oldest first.
 
 #include <cstddef>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/fingerprint.hpp"
 #include "oa/core/device.hpp"
 #include "oa/core/graph.hpp"
 
@@ -63,14 +71,31 @@ class residency {
   void write_back(entry& e);
   /// Drops `v`'s copy.
   void drop(const value_state* v);
-  /// Drops the copies `keep` says no.
+  /// `from`'s copy, updated in place on the device and copied back, now
+  /// holds `to` (its new version), as the host storage does.
+  void rekey(const value_state* from, value_ptr to);
+  /// Retires the copies `keep` says no: kept when their host storage holds
+  /// them, else dropped.
   template <class Keep>
   void drop_unless(Keep&& keep) {
-    std::erase_if(entries_, [&](const auto& kv) { return !keep(kv.first); });
+    std::erase_if(entries_, [&](auto& kv) {
+      if (keep(kv.first)) return false;
+      retire(*kv.second);
+      return true;
+    });
     std::erase_if(pinned_, [&](const value_state* v) { return !entries_.count(v); });
   }
   /// Drops every copy; device-only values nobody needs are simply dropped.
   void clear() noexcept;
+
+  /// The end of an evaluation: copies of values whose host storage holds
+  /// them are kept (with the fingerprint of that storage), the rest dropped.
+  void end_evaluation() noexcept;
+  /// Takes the kept copy of v's host storage as v's resident copy when the
+  /// storage still holds what the copy does; a copy found stale is dropped.
+  entry* adopt(const value_ptr& v);
+  /// Bytes of the kept copies.
+  std::size_t kept_bytes() const noexcept;
 
   /// Whole host storage of a value (its first unit to its last).
   static region whole_region(const value_state& v);
@@ -83,6 +108,17 @@ class residency {
   std::unordered_map<const value_state*, std::unique_ptr<entry>> entries_;
   std::unordered_set<const value_state*> pinned_;
   std::size_t evicted_ = 0;
+
+  struct kept {
+    device_buffer copy;
+    region host;
+    fingerprint print;
+  };
+  std::vector<kept> kept_;  // oldest first
+  /// Drops the kept copies overlapping `host` (its bytes are changing hands).
+  void forget(const region& host) noexcept;
+  /// Keeps e's copy when its host storage holds the same bytes.
+  void retire(entry& e) noexcept;
 };
 
 }  // namespace oa::detail

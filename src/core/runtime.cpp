@@ -460,9 +460,14 @@ void prepare_residency(residency& res, const stage& s, const std::vector<call_no
   res.drop_unless([&](const value_state* v) { return read_from(v, i); });
   device& dev = res.dev();
   // Element-wise stages on a device with its own memory read resident inputs
-  // in place, except those they update; fused kernels and products read
-  // their inputs from the host.
-  const bool reads_copies = on_device && !dev.host_accessible() && !s.contraction && !dev.compiles_kernels();
+  // in place (and update them there), taking the copies kept from earlier
+  // evaluations whose host bytes are unchanged; products read their inputs
+  // from the host.
+  const bool reads_copies = on_device && !dev.host_accessible() && !s.contraction;
+  if (reads_copies && opt.whole_copies)
+    for (int c : s.calls)
+      for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
+        if (a.role != arg_role::out) res.adopt(a.value);
   for (int c : s.calls) {
     for (const auto& a : nodes[static_cast<std::size_t>(c)].args) {
       if (a.role == arg_role::out) continue;
@@ -478,7 +483,7 @@ void prepare_residency(residency& res, const stage& s, const std::vector<call_no
   std::vector<const value_state*> reads;
   for (int c : s.calls)
     for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
-      if (reads_copies && a.role == arg_role::in) reads.push_back(a.value.get());
+      if (reads_copies && a.role != arg_role::out) reads.push_back(a.value.get());
   res.pin_only(reads);
   if (s.contraction && opt.resident) {
     const node_arg& result = nodes[static_cast<std::size_t>(s.calls.front())].args.back();
@@ -521,6 +526,7 @@ void evaluate(graph& g) {
     run_options opt;
     opt.sequential = c.sequential;
     opt.chunk_bytes = c.chunk_bytes;
+    opt.whole_copies = c.keep_copies;
     opt.progress = progress_wanted(c);
     opt.stage_name = "stage " + std::to_string(i + 1) + "/" + std::to_string(stages.size());
     opt.trace = c.trace.empty() ? nullptr : &trace;
@@ -564,8 +570,14 @@ void evaluate(graph& g) {
     }
     if (opt.trace) st.log.add_trace(trace);
   }
-  // Copies kept for this evaluation's later stages: none is read any more.
-  for (auto& d : st.devices) d.resident->clear();
+  // No later stage of this evaluation reads a copy: those the host holds too
+  // are kept for later evaluations.
+  for (auto& d : st.devices) {
+    if (c.keep_copies)
+      d.resident->end_evaluation();
+    else
+      d.resident->clear();
+  }
   // Errors of calls, once each, in program order, for evaluate() and scope.
   std::vector<graph::failure> failures;
   for (std::size_t i = 0; i < nodes.size(); ++i) {

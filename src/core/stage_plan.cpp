@@ -66,8 +66,47 @@ stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
   p.mode = in_place ? placement_mode::in_place : fused ? placement_mode::fused : placement_mode::staged;
   p.twins = s.device_capable && dev.runs_device_functions();
   p.layout = layout_stage(s, nodes, p.mode, needed_on_host);
-  const stage_layout& L = p.layout;
   p.what = opt.stage_name + " [" + describe(s, nodes) + "] on " + dev.name();
+  const std::size_t reserved = opt.resident ? std::min(opt.resident->pinned_bytes(), dev.memory_budget()) : 0;
+
+  // On a device with its own memory: inputs with a copy there are read (or
+  // updated) in place instead of copied in; the pinned copies' bytes are
+  // taken out of the budget. Other inputs, and outputs the stage writes whole
+  // into the caller's storage, go through whole copies of their host storage
+  // when these fit in half of what is left: the same bytes cross the link,
+  // and the copies stay for later stages and evaluations (an input updated
+  // in place leaves its new version there). A fused kernel indexes its
+  // values linearly: only contiguous ones.
+  p.resident_in.assign(p.layout.values.size(), nullptr);
+  p.whole.assign(p.layout.values.size(), 0);
+  std::unordered_set<const value_state*> own;
+  if (opt.resident && !in_place) {
+    std::unordered_set<const value_state*> written_whole;
+    for (int c : s.calls)
+      for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
+        if (a.role == arg_role::out) written_whole.insert(a.value.get());
+    std::size_t room = (dev.memory_budget() - reserved) / 2;
+    for (std::size_t k = 0; k < p.layout.values.size(); ++k) {
+      const stage_value& sv = p.layout.values[k];
+      const bool input = sv.cls == value_class::input && sv.buffer >= 0;
+      const bool output = sv.cls == value_class::output && written_whole.count(sv.v);
+      if ((!input && !output) || !sv.v->object) continue;
+      const region host = residency::whole_region(*sv.v);
+      if (fused && !host.contiguous()) continue;
+      if (input && (p.resident_in[k] = opt.resident->find(sv.v))) {
+        own.insert(sv.v);
+        continue;
+      }
+      const std::size_t bytes = residency::span(host);
+      if (!opt.whole_copies || bytes == 0 || bytes > room) continue;
+      room -= bytes;
+      p.whole[k] = 1;
+      p.whole_bytes += bytes;
+      own.insert(sv.v);
+    }
+    if (!own.empty()) p.layout = layout_stage(s, nodes, p.mode, needed_on_host, own);
+  }
+  const stage_layout& L = p.layout;
 
   // A fused stage is one generated kernel; its reductions leave one partial
   // per block, so each chunk has up to max_blocks_per_chunk entries of each.
@@ -83,28 +122,19 @@ stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
   }
   p.chunk_partial_bytes = entries * L.partial_bytes;
 
-  // Inputs with a copy on this device are read there instead of copied in
-  // (staged stages; the runtime writes back what other stages read), unless
-  // a call of the stage updates them in place. The pinned copies' bytes are
-  // taken out of the budget.
-  p.resident_in.assign(L.values.size(), nullptr);
-  if (opt.resident && p.mode == placement_mode::staged) {
-    std::unordered_set<const value_state*> updated;
-    for (int c : s.calls)
-      for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
-        if (a.role == arg_role::mut) updated.insert(a.value.get());
-    for (std::size_t k = 0; k < L.values.size(); ++k)
-      if (L.values[k].cls == value_class::input && L.values[k].buffer >= 0 && !updated.count(L.values[k].v))
-        p.resident_in[k] = opt.resident->find(L.values[k].v);
-  }
-  const std::size_t reserved = opt.resident ? std::min(opt.resident->pinned_bytes(), dev.memory_budget()) : 0;
+
 
   p.bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
   const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
   p.slot_mem = {in_place ? std::vector<std::size_t>{L.working_bytes_per_unit} : L.buffer_unit_bytes,
                 in_place ? 0 : p.chunk_partial_bytes, in_place ? 1 : dev.allocation_granularity()};
-  p.chunks = plan_chunks(s.units, p.slot_mem, dev.memory_budget() - reserved, want_streams, opt.chunk_bytes,
-                         p.what + largest_unit(L));
+  if (!own.empty()) {
+    // OA_CHUNK_BYTES caps what a chunk moves, wherever its values live.
+    const stage_layout plain = layout_stage(s, nodes, p.mode, needed_on_host);
+    p.slot_mem.moved_bytes_per_unit = plain.buffer_bytes_per_unit;
+  }
+  p.chunks = plan_chunks(s.units, p.slot_mem, dev.memory_budget() - reserved - p.whole_bytes, want_streams,
+                         opt.chunk_bytes, p.what + largest_unit(L));
   p.slots = opt.sequential ? 1 : std::max(p.chunks.streams, 1);
   return p;
 }

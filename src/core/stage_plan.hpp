@@ -31,6 +31,11 @@ struct stage_plan {
   std::vector<std::size_t> partial_offsets;  // each reduction's entries within a chunk's partial area
   std::size_t chunk_partial_bytes = 0;       // per chunk: up to max_blocks_per_chunk entries when fused
   std::vector<residency::entry*> resident_in;  // per value: the resident copy read in place of copying in
+  // Per value: copied in to (an input) or written in (an output) a whole copy
+  // of its host storage, which stays on the device for later stages and
+  // evaluations (residency) when the stage succeeds.
+  std::vector<char> whole;
+  std::size_t whole_bytes = 0;
   slot_memory slot_mem;
   chunk_plan chunks;
   int slots = 1;                 // pipeline slots (one per stream)

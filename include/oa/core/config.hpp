@@ -28,6 +28,10 @@ struct config {
   bool fail_sticky = false;             // OA_FAIL_STICKY: the injected fault breaks the emulated device for good
   bool emulated_device_functions = false;  // OA_EMULATED_DEVICE_FUNCTIONS: emulated device runs device functions' host twins
   bool emulated_fused = false;  // OA_EMULATED_FUSED: emulated device takes stages as one generated kernel per chunk
+  // OA_KEEP_COPIES: element-wise stages copy values that fit into whole copies
+  // on the device and keep them for later stages and evaluations (read again
+  // once their host bytes are found unchanged); 0: chunk buffers only.
+  bool keep_copies = true;
   bool sequential = false;              // OA_SEQUENTIAL: one chunk at a time on one stream (baseline)
   std::string cuda_staging = "pinned";  // OA_CUDA_STAGING: pinned (staging buffers) or register (pin the stage's host arrays)
   int progress = -1;                    // OA_PROGRESS: 1 on, 0 off, -1 = when stderr is a terminal
