@@ -30,7 +30,7 @@ struct stage_report {
   std::string device_fault;         // the fault that made the device refuse work during the stage
   std::size_t rollback_bytes = 0;   // copies of the caller's objects kept to undo a failed in-place update
   std::size_t resident_bytes_saved = 0;  // input bytes read from a copy already on the device, not copied in
-  std::size_t resident_bytes = 0;   // a result kept on the device for a later stage
+  std::size_t resident_bytes = 0;   // copies (results, whole arrays) kept on the device for later stages
   std::size_t evicted_bytes = 0;    // resident values the pager evicted to make room for this stage
   double h2d_seconds = 0;           // busy time per phase (union of intervals)
   double compute_seconds = 0;
