@@ -31,16 +31,6 @@ namespace {
 template <class T>
 using matrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic>;
 
-struct gemm_result {
-  std::string mode;
-  std::string device;
-  double seconds = std::numeric_limits<double>::infinity();
-  oa::stage_report total;  // oa modes: the runtime's totals for the fastest repeat
-  std::optional<double> error;
-  std::optional<std::string> failure;  // why the mode could not run
-  bool oa_mode() const { return mode == "oa" || mode == "sequential"; }
-};
-
 template <class T>
 matrix<T> random_matrix(std::size_t n, std::uint64_t seed) {
   std::mt19937_64 g(seed);
@@ -64,17 +54,6 @@ double rel_error(const matrix<T>& got, const matrix<T>& ref) {
 double io_lower_bound(std::size_t n, std::size_t elem_bytes, std::size_t budget) {
   const double nd = static_cast<double>(n), eb = static_cast<double>(elem_bytes);
   return eb * (2.0 * nd * nd * nd / std::sqrt(static_cast<double>(budget) / eb) + nd * nd);
-}
-
-void configure(const gemm_options& opt, bool sequential) {
-  oa::config c = oa::current_config();
-  c.device = opt.device;
-  c.device_memory = opt.device_memory;
-  c.streams = opt.streams;
-  c.link_gbps = opt.link_gbps;
-  c.sequential = sequential;
-  c.chunk_bytes = 0;
-  oa::set_config(c, opt.origin);
 }
 
 std::optional<std::string> gpu_unavailable() {
@@ -109,7 +88,7 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
     return m == "oa" || m == "sequential";
   });
   if (any_oa) {
-    configure(opt, false);
+    configure_oa_mode(opt, false);
     budget = oa::current_device().memory_budget();
     device_name = oa::current_device().name();
     kind = oa::current_device().kind();
@@ -133,9 +112,9 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
   };
   if (opt.verify) eigen_product(ref, threads);
 
-  std::vector<gemm_result> results;
+  std::vector<mode_outcome> results;
   for (const auto& mode : modes) {
-    gemm_result r;
+    mode_outcome r;
     r.mode = mode;
     r.device = mode == "cpu" || mode == "cpu-openmp"    ? "cpu"
                : mode == "oa" || mode == "sequential" ? opt.device
@@ -143,7 +122,7 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
     if (mode == "cpu-openmp" && !eigen.openmp) r.failure = "this oa-bench was built without OpenMP";
     if (mode == "cublas" || mode == "cublasxt" || mode == "nvblas") r.failure = gpu_unavailable();
     if (r.oa_mode()) {
-      configure(opt, mode == "sequential");
+      configure_oa_mode(opt, mode == "sequential");
       (void)oa::current_device();  // made here: no run times its creation
       (void)oa::host_device();
     }
@@ -187,12 +166,7 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
     results.push_back(std::move(r));
   }
 
-  std::optional<double> cpu_seconds, omp_seconds;
-  for (const auto& r : results) {
-    if (r.failure) continue;
-    if (r.mode == "cpu") cpu_seconds = r.seconds;
-    if (r.mode == "cpu-openmp") omp_seconds = r.seconds;
-  }
+  const std::optional<double> cpu_seconds = seconds_of(results, "cpu"), omp_seconds = seconds_of(results, "cpu-openmp");
   const std::size_t operand_bytes = 3 * n * n * eb;
   const bool paged = any_oa && kind != oa::device_kind::host;
   const double lower = paged ? io_lower_bound(n, eb, budget) : 0;

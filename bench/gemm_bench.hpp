@@ -10,21 +10,14 @@
 #include <vector>
 
 #include "bench_json.hpp"
+#include "bench_options.hpp"
 
 namespace oa_bench {
 
-struct gemm_options {
+struct gemm_options : common_options {
   std::size_t n = 0;
   std::string type = "double";  // or "float"
-  std::string device = "auto";
-  std::size_t device_memory = 0;
-  std::vector<std::string> modes;  // empty: cpu, cpu-openmp, sequential, oa (+ cublas, cublasxt, nvblas on a GPU)
-  int streams = 0;
-  double link_gbps = 0;
-  std::uint64_t seed = 42;
-  bool verify = false;
-  int repeat = 1;
-  oa::config_origin origin;
+  // modes empty: cpu, cpu-openmp, sequential, oa (+ cublas, cublasxt, nvblas on a GPU)
 };
 
 /// Every GEMM mode, in the order they run.

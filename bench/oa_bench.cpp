@@ -28,6 +28,7 @@
 #include "bench_data.hpp"
 #include "bench_json.hpp"
 #include "gemm_bench.hpp"
+#include "stl_bench.hpp"
 #include "bench_table.hpp"
 #include "workloads.hpp"
 
@@ -49,22 +50,12 @@ using oa_bench::seconds_since;
 
 constexpr double tolerance = 1e-9;
 
-struct options {
+struct options : oa_bench::common_options {
+  options() { modes = {"cpu", "sequential", "oa"}; }
   std::string workload;
   std::size_t elements = 0;
-  // device, device_memory, streams and link_gbps: the configuration's
-  // (OA_CONFIG, OA_*) unless given on the command line; `origin` says which.
-  std::string device = "auto";
-  std::size_t device_memory = 0;
-  std::vector<std::string> modes{"cpu", "sequential", "oa"};
-  int streams = 0;
-  double link_gbps = 0;
-  std::uint64_t seed = 42;
-  bool verify = false;
   std::string json;
-  int repeat = 1;
   bool demo = false;
-  oa::config_origin origin;
 };
 
 struct mode_result {
@@ -605,11 +596,12 @@ int main(int argc, char** argv) {
       "side.",
       "oa-bench"};
   app.add_option("--workload", opt.workload, "workload to run")
-      ->check(CLI::IsMember({"blackscholes", "haversine", "crime", "gemm"}));
+      ->check(CLI::IsMember({"blackscholes", "haversine", "crime", "gemm", "transform_reduce"}));
   oa_bench::gemm_options gemm;
   app.add_option("--n", gemm.n, "gemm: the matrices are n x n (A, B and C)")->check(CLI::PositiveNumber);
-  app.add_option("--type", gemm.type, "gemm: the element type")
-      ->check(CLI::IsMember({"double", "float"}))
+  std::string type = "double";
+  app.add_option("--type", type, "gemm and transform_reduce: the element type (gemm: double or float)")
+      ->check(CLI::IsMember({"double", "float", "int32", "int64"}))
       ->capture_default_str();
   app.add_option("--elements", opt.elements,
                  "elements per array: 16777216, 2^24, 16Mi (binary) or 16M (decimal)")
@@ -630,7 +622,7 @@ int main(int argc, char** argv) {
          "alone: the ceiling), cublasxt and nvblas (Eigen with EIGEN_USE_BLAS over NVBLAS; its CPU BLAS from "
          "OA_BENCH_CPU_BLAS) (default: every one this machine runs)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"oa", "cpu", "sequential", "whole", "cpu-openmp", "cublas", "cublasxt", "nvblas"}))
+      ->check(CLI::IsMember({"oa", "cpu", "sequential", "whole", "cpu-openmp", "cublas", "cublasxt", "nvblas", "par"}))
       ->capture_default_str();
   app.add_option("--streams", opt.streams,
                  "streams of mode oa, 1-64; 0 = the device's default (whole uses 1); overrides OA_STREAMS "
@@ -664,11 +656,18 @@ int main(int argc, char** argv) {
       "codes for options it cannot read.");
   CLI11_PARSE(app, argc, argv);
 
-  const bool is_gemm = opt.workload == "gemm";
+  const bool is_gemm = opt.workload == "gemm", is_stl = opt.workload == "transform_reduce";
   if (is_gemm && gemm.n == 0) return app.exit(CLI::RequiredError("--n (the gemm workload's matrix size)"));
   if (!opt.demo && !is_gemm && (opt.workload.empty() || opt.elements == 0))
     return app.exit(CLI::RequiredError("--workload and --elements (or --demo)"));
-  const std::vector<std::string>& valid = is_gemm ? oa_bench::gemm_modes() : all_modes();
+  if (is_gemm && type != "double" && type != "float")
+    return app.exit(CLI::ValidationError("--type", "gemm takes double or float, not '" + type + "'"));
+  if (app.count("--type") > 0 && !is_gemm && !is_stl)
+    return app.exit(CLI::ValidationError("--type", "workload " + opt.workload + " is double only"));
+  gemm.type = type;
+  const std::vector<std::string>& valid = is_gemm  ? oa_bench::gemm_modes()
+                                          : is_stl ? oa_bench::stl_modes()
+                                                   : all_modes();
   if (app.count("--mode") > 0)
     for (const auto& m : opt.modes)
       if (std::find(valid.begin(), valid.end(), m) == valid.end())
@@ -697,16 +696,20 @@ int main(int argc, char** argv) {
     std::optional<json_sink> sink;
     if (!opt.json.empty()) sink.emplace(opt.json);
     if (is_gemm) {
-      gemm.device = opt.device;
-      gemm.device_memory = opt.device_memory;
-      gemm.streams = opt.streams;
-      gemm.link_gbps = opt.link_gbps;
-      gemm.seed = opt.seed;
-      gemm.verify = opt.verify;
-      gemm.repeat = opt.repeat;
-      gemm.origin = opt.origin;
+      static_cast<oa_bench::common_options&>(gemm) = opt;
+      gemm.modes.clear();
       if (app.count("--mode") > 0) gemm.modes = opt.modes;
       return oa_bench::run_gemm(gemm, sink ? &*sink : nullptr) ? 0 : 1;
+    }
+    if (is_stl) {
+      oa_bench::stl_options stl;
+      static_cast<oa_bench::common_options&>(stl) = opt;
+      stl.modes.clear();
+      if (app.count("--mode") > 0) stl.modes = opt.modes;
+      stl.workload = opt.workload;
+      stl.elements = opt.elements;
+      stl.type = type;
+      return oa_bench::run_stl(stl, sink ? &*sink : nullptr) ? 0 : 1;
     }
     const bool ok =
         opt.demo ? run_demo(opt, sink ? &*sink : nullptr) : run_benchmark(opt, sink ? &*sink : nullptr);

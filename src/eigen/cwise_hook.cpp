@@ -339,19 +339,8 @@ void decline(const char* op, const std::string& why, std::ptrdiff_t size) {
   detail::note_not_offloaded(op, why, "elements=" + std::to_string(size));
 }
 
-// Reductions, merged chunk by chunk in order; a product's device functor.
-struct times {
-  static constexpr const char* device_op = "mul";
-  template <class R>
-  static R identity() {
-    return R(1);
-  }
-  template <class R>
-  R operator()(const R& a, const R& b) const {
-    return a * b;
-  }
-};
-using product = split::reduce<times>;
+// Reductions, merged chunk by chunk in order.
+using split::product;
 
 template <class T, class F>
 decltype(auto) with_reduction(reduce_kind k, F&& f) {

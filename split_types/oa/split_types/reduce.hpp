@@ -75,9 +75,21 @@ struct maximum {
     return std::max(a, b);
   }
 };
+struct times {
+  static constexpr const char* device_op = "mul";
+  template <class R>
+  static R identity() {
+    return R(1);
+  }
+  template <class R>
+  R operator()(const R& a, const R& b) const {
+    return a * b;
+  }
+};
 }  // namespace ops_detail
 
 using sum = reduce<ops_detail::plus>;
+using product = reduce<ops_detail::times>;
 using min = reduce<ops_detail::minimum>;
 using max = reduce<ops_detail::maximum>;
 

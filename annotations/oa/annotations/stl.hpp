@@ -1,0 +1,329 @@
+#pragma once
+// STL-style algorithms as lazy calls: oa::stl::transform, reduce,
+// transform_reduce, inner_product, count, count_if, fill and copy take
+// containers (std::vector, std::span, Eigen vectors and 1-D arrays) or lazy
+// values of them, and return lazy values, so that a chain of them is one
+// pipeline: chunked, paged through the device's memory, and on a GPU one
+// fused kernel per chunk.
+//
+//   auto y = oa::stl::transform(x, std::negate<>{});             // lazy<std::vector<double>>
+//   auto s = oa::stl::transform_reduce(x, y, 0.0, std::plus<>{}, std::multiplies<>{});
+//   double r = s.get();                                          // runs the chain
+//
+// The CPU function of each call is the standard algorithm on a chunk. The
+// device function is the element-wise operation of oa/core/ops.hpp that a
+// standard function object names (std::plus<>, std::minus<>, std::multiplies<>,
+// std::divides<>, std::negate<>, the comparisons), or an oa::ops functor
+// given directly (oa::ops::sqrt{}, oa::ops::max{}, ...). Any other callable
+// (a lambda, a user functor) is passed to the CPU function of each chunk and
+// runs on the host, correct and not offloaded; it must be copyable and safe
+// to call from several threads at once. Reductions combine one partial per
+// chunk, in chunk order (reduce.hpp), so a floating-point result depends on
+// the chunk size only; an operation of the user's own needs an identity
+// (`template <class R> static R identity()`). Results are std::vector of the
+// result type, whatever the input container; a predicate's results are
+// std::vector<char> (0 or 1): std::vector<bool> packs bits and has no
+// contiguous storage to split.
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <type_traits>
+#include <vector>
+
+#include "oa/core/annotate.hpp"
+#include "oa/core/ops.hpp"
+
+namespace oa::stl {
+
+namespace detail {
+using split::contiguous;
+
+/// The element type of a container, or of the container a lazy value holds.
+template <class T>
+struct element_of {
+  using type = split::contiguous::element<T>;
+};
+template <class T>
+struct element_of<lazy<T>> : element_of<T> {};
+template <class T>
+using element_t = typename element_of<std::remove_cvref_t<T>>::type;
+
+/// The oa::ops operation a callable computes on a device, or void.
+template <class F>
+struct device_op {
+  using type = void;
+};
+#define OA_STL_DEVICE_OP(STD, OP) \
+  template <class T>              \
+  struct device_op<STD<T>> {      \
+    using type = ops::OP;         \
+  };
+OA_STL_DEVICE_OP(std::plus, add)
+OA_STL_DEVICE_OP(std::minus, sub)
+OA_STL_DEVICE_OP(std::multiplies, mul)
+OA_STL_DEVICE_OP(std::divides, div)
+OA_STL_DEVICE_OP(std::negate, negate)
+OA_STL_DEVICE_OP(std::less, less)
+OA_STL_DEVICE_OP(std::less_equal, less_equal)
+OA_STL_DEVICE_OP(std::greater, greater)
+OA_STL_DEVICE_OP(std::greater_equal, greater_equal)
+OA_STL_DEVICE_OP(std::equal_to, equal_to)
+OA_STL_DEVICE_OP(std::not_equal_to, not_equal_to)
+#undef OA_STL_DEVICE_OP
+template <class Op, class... Known>
+inline constexpr bool one_of = (std::is_same_v<Op, Known> || ...);
+template <class F>
+  requires one_of<F, ops::add, ops::sub, ops::mul, ops::div, ops::min, ops::max, ops::less, ops::less_equal,
+                  ops::greater, ops::greater_equal, ops::equal_to, ops::not_equal_to, ops::pow, ops::exp, ops::log,
+                  ops::log2, ops::sqrt, ops::sin, ops::cos, ops::tan, ops::asin, ops::acos, ops::atan, ops::tanh,
+                  ops::erf, ops::abs, ops::negate, ops::identity, ops::square>
+struct device_op<F> {
+  using type = F;
+};
+template <class F>
+inline constexpr bool on_device = !std::is_void_v<typename device_op<std::remove_cvref_t<F>>::type>;
+template <class F>
+using device_op_t = typename device_op<std::remove_cvref_t<F>>::type;
+
+/// The reduction (split/reduce.hpp) a combining operation names: the
+/// standard sum and product, oa::ops::min and max, or the user's own
+/// operation with an identity.
+template <class Op>
+struct reduction_of {
+  static_assert(requires { Op::template identity<double>(); },
+                "oa::stl: a reduction's operation must be std::plus, std::multiplies, oa::ops::min, oa::ops::max "
+                "or have an identity: `template <class R> static R identity()`");
+  using type = Op;
+};
+template <class T>
+struct reduction_of<std::plus<T>> {
+  using type = split::ops_detail::plus;
+};
+template <class T>
+struct reduction_of<std::multiplies<T>> {
+  using type = split::ops_detail::times;
+};
+template <>
+struct reduction_of<ops::min> {
+  using type = split::ops_detail::minimum;
+};
+template <>
+struct reduction_of<ops::max> {
+  using type = split::ops_detail::maximum;
+};
+template <class Op>
+using reduction_t = typename reduction_of<std::remove_cvref_t<Op>>::type;
+template <class Op>
+inline constexpr bool reduces_on_device = requires { reduction_t<Op>::device_op; };
+
+/// Op on two values converted to R (the standard algorithms mix element and
+/// accumulator types).
+template <class Op, class R>
+inline constexpr auto in_type = [](const auto& x, const auto& y) { return Op{}(R(x), R(y)); };
+
+/// The container of a transform's results.
+template <class R>
+using result_vector = std::vector<std::conditional_t<std::is_same_v<R, bool>, char, R>>;
+
+// ---- the annotations: one per algorithm and kind of callable -----------------
+
+template <class F, class R>
+inline constexpr auto transform1 = oa::annotate<"std::transform">(
+    oa::cpu([](const auto& in, auto& out) { std::transform(in.begin(), in.end(), out.begin(), F{}); }),
+    oa::args(oa::in<contiguous>("first"), oa::out<contiguous, result_vector<R>>("d_first")),
+    oa::device_fn(oa::elementwise(device_op_t<F>{})));
+template <class F, class R>
+inline constexpr auto transform1_host = oa::annotate<"std::transform">(
+    oa::cpu([](const auto& in, const F& f, auto& out) { std::transform(in.begin(), in.end(), out.begin(), f); }),
+    oa::args(oa::in<contiguous>("first"), oa::scalar<F>("unary_op"), oa::out<contiguous, result_vector<R>>("d_first")));
+
+template <class F, class R>
+inline constexpr auto transform2 = oa::annotate<"std::transform (binary)">(
+    oa::cpu([](const auto& a, const auto& b, auto& out) {
+      std::transform(a.begin(), a.end(), b.begin(), out.begin(), F{});
+    }),
+    oa::args(oa::in<contiguous>("first1"), oa::in<contiguous>("first2"), oa::out<contiguous, result_vector<R>>("d_first")),
+    oa::device_fn(oa::elementwise(device_op_t<F>{})));
+template <class F, class R>
+inline constexpr auto transform2_host = oa::annotate<"std::transform (binary)">(
+    oa::cpu([](const auto& a, const auto& b, const F& f, auto& out) {
+      std::transform(a.begin(), a.end(), b.begin(), out.begin(), f);
+    }),
+    oa::args(oa::in<contiguous>("first1"), oa::in<contiguous>("first2"), oa::scalar<F>("binary_op"),
+             oa::out<contiguous, result_vector<R>>("d_first")));
+
+template <class T>
+inline constexpr auto fill = oa::annotate<"std::fill">(
+    oa::cpu([](auto& x, const T& value) { std::fill(x.begin(), x.end(), value); }),
+    oa::args(oa::mut<contiguous>("range"), oa::scalar<T>("value")), oa::device_fn(oa::elementwise(ops::second{})));
+
+template <class T>
+inline constexpr auto copy = oa::annotate<"std::copy">(
+    oa::cpu([](const auto& in, auto& out) { std::copy(in.begin(), in.end(), out.begin()); }),
+    oa::args(oa::in<contiguous>("first"), oa::out<contiguous, std::vector<T>>("d_first")),
+    oa::device_fn(oa::elementwise(ops::identity{})));
+
+// Reductions start each chunk from the identity; the caller's init joins in
+// a call of its own (combine_init), so that no chunk needs to know it is
+// the first.
+template <class Op, class R>
+inline constexpr auto reduce = oa::annotate<"std::reduce">(
+    oa::cpu([](const auto& in) { return std::reduce(in.begin(), in.end(), Op::template identity<R>(), in_type<Op, R>); }),
+    oa::args(oa::in<contiguous>("first"), oa::ret<split::reduce<Op>, R>), oa::device_fn(oa::elementwise(ops::identity{})));
+template <class Op, class R>
+inline constexpr auto reduce_host = oa::annotate<"std::reduce">(
+    oa::cpu([](const auto& in) { return std::reduce(in.begin(), in.end(), Op::template identity<R>(), in_type<Op, R>); }),
+    oa::args(oa::in<contiguous>("first"), oa::ret<split::reduce<Op>, R>));
+
+template <class Op, class F, class R>
+inline constexpr auto transform_reduce1 = oa::annotate<"std::transform_reduce">(
+    oa::cpu([](const auto& in) {
+      return std::transform_reduce(in.begin(), in.end(), Op::template identity<R>(), in_type<Op, R>, F{});
+    }),
+    oa::args(oa::in<contiguous>("first"), oa::ret<split::reduce<Op>, R>), oa::device_fn(oa::elementwise(device_op_t<F>{})));
+template <class Op, class F, class R>
+inline constexpr auto transform_reduce1_host = oa::annotate<"std::transform_reduce">(
+    oa::cpu([](const auto& in, const F& f) {
+      return std::transform_reduce(in.begin(), in.end(), Op::template identity<R>(), in_type<Op, R>, f);
+    }),
+    oa::args(oa::in<contiguous>("first"), oa::scalar<F>("transform"), oa::ret<split::reduce<Op>, R>));
+
+template <class Op, class F, class R>
+inline constexpr auto transform_reduce2 = oa::annotate<"std::transform_reduce (binary)">(
+    oa::cpu([](const auto& a, const auto& b) {
+      return std::transform_reduce(a.begin(), a.end(), b.begin(), Op::template identity<R>(), in_type<Op, R>, F{});
+    }),
+    oa::args(oa::in<contiguous>("first1"), oa::in<contiguous>("first2"), oa::ret<split::reduce<Op>, R>),
+    oa::device_fn(oa::elementwise(device_op_t<F>{})));
+template <class Op, class F, class R>
+inline constexpr auto transform_reduce2_host = oa::annotate<"std::transform_reduce (binary)">(
+    oa::cpu([](const auto& a, const auto& b, const F& f) {
+      return std::transform_reduce(a.begin(), a.end(), b.begin(), Op::template identity<R>(), in_type<Op, R>, f);
+    }),
+    oa::args(oa::in<contiguous>("first1"), oa::in<contiguous>("first2"), oa::scalar<F>("transform"),
+             oa::ret<split::reduce<Op>, R>));
+
+template <class T>
+inline constexpr auto count = oa::annotate<"std::count">(
+    oa::cpu([](const auto& in, const T& value) { return std::int64_t(std::count(in.begin(), in.end(), value)); }),
+    oa::args(oa::in<contiguous>("first"), oa::scalar<T>("value"), oa::ret<split::sum, std::int64_t>),
+    oa::device_fn(oa::elementwise(ops::equal_to{})));
+template <class P>
+inline constexpr auto count_if = oa::annotate<"std::count_if">(
+    oa::cpu([](const auto& in, const P& p) { return std::int64_t(std::count_if(in.begin(), in.end(), p)); }),
+    oa::args(oa::in<contiguous>("first"), oa::scalar<P>("p"), oa::ret<split::sum, std::int64_t>));
+
+/// op(init, reduced): a call of one unit, after the reduction.
+template <class Op, class R>
+inline constexpr auto combine_init = oa::annotate<"oa::stl::reduce (init)">(
+    oa::cpu([](const auto& init, const R& reduced) { return Op{}(R(init[0]), reduced); }),
+    oa::args(oa::in<contiguous>("init"), oa::scalar<R>("reduced"), oa::ret<split::reduce<Op>, R>));
+
+template <class Op, class R>
+lazy<R> with_init(R init, lazy<R> reduced) {
+  return combine_init<Op, R>(std::vector<R>{init}, std::move(reduced));
+}
+}  // namespace detail
+
+/// std::transform(first, last, d_first, unary_op): a new lazy vector.
+template <class In, class F>
+auto transform(In&& in, F unary_op) {
+  using R = std::decay_t<std::invoke_result_t<F&, const detail::element_t<In>&>>;
+  if constexpr (detail::on_device<F> && std::is_empty_v<F>)
+    return detail::transform1<F, R>(std::forward<In>(in));
+  else
+    return detail::transform1_host<F, R>(std::forward<In>(in), unary_op);
+}
+
+/// std::transform(first1, last1, first2, d_first, binary_op): a new lazy vector.
+template <class In1, class In2, class F>
+auto transform(In1&& a, In2&& b, F binary_op) {
+  using R = std::decay_t<
+      std::invoke_result_t<F&, const detail::element_t<In1>&, const detail::element_t<In2>&>>;
+  if constexpr (detail::on_device<F> && std::is_empty_v<F>)
+    return detail::transform2<F, R>(std::forward<In1>(a), std::forward<In2>(b));
+  else
+    return detail::transform2_host<F, R>(std::forward<In1>(a), std::forward<In2>(b), binary_op);
+}
+
+/// std::fill: every element of `range` (the caller's container, updated in
+/// place when the call runs) becomes `value`.
+template <class Range>
+void fill(Range& range, const detail::element_t<Range>& value) {
+  static_assert(!is_lazy_v<Range>,
+                "oa::stl::fill updates the caller's container in place: pass the container, not a lazy value "
+                "(for a new filled vector, transform a lazy one with a functor returning the value)");
+  detail::fill<detail::element_t<Range>>(range, value);
+}
+
+/// std::copy into a new lazy vector.
+template <class In>
+auto copy(In&& in) {
+  return detail::copy<detail::element_t<In>>(std::forward<In>(in));
+}
+
+/// std::reduce(first, last, init, op) (op defaults to std::plus): a lazy value.
+template <class In, class T, class Op = std::plus<>>
+lazy<T> reduce(In&& in, T init, Op op = {}) {
+  (void)op;
+  using Red = detail::reduction_t<Op>;
+  if constexpr (detail::reduces_on_device<Op>)
+    return detail::with_init<Red, T>(init, detail::reduce<Red, T>(std::forward<In>(in)));
+  else
+    return detail::with_init<Red, T>(init, detail::reduce_host<Red, T>(std::forward<In>(in)));
+}
+
+/// std::transform_reduce(first, last, init, reduce_op, transform_op).
+template <class In, class T, class Op, class F>
+lazy<T> transform_reduce(In&& in, T init, Op reduce_op, F transform_op) {
+  (void)reduce_op;
+  using Red = detail::reduction_t<Op>;
+  if constexpr (detail::reduces_on_device<Op> && detail::on_device<F> && std::is_empty_v<F>)
+    return detail::with_init<Red, T>(init, detail::transform_reduce1<Red, F, T>(std::forward<In>(in)));
+  else
+    return detail::with_init<Red, T>(init,
+                                     detail::transform_reduce1_host<Red, F, T>(std::forward<In>(in), transform_op));
+}
+
+/// std::transform_reduce(first1, last1, first2, init, reduce_op, transform_op).
+template <class In1, class In2, class T, class Op, class F>
+lazy<T> transform_reduce(In1&& a, In2&& b, T init, Op reduce_op, F transform_op) {
+  (void)reduce_op;
+  using Red = detail::reduction_t<Op>;
+  if constexpr (detail::reduces_on_device<Op> && detail::on_device<F> && std::is_empty_v<F>)
+    return detail::with_init<Red, T>(
+        init, detail::transform_reduce2<Red, F, T>(std::forward<In1>(a), std::forward<In2>(b)));
+  else
+    return detail::with_init<Red, T>(
+        init, detail::transform_reduce2_host<Red, F, T>(std::forward<In1>(a), std::forward<In2>(b), transform_op));
+}
+
+/// std::transform_reduce(first1, last1, first2, init): the sum of products.
+template <class In1, class In2, class T>
+lazy<T> transform_reduce(In1&& a, In2&& b, T init) {
+  return oa::stl::transform_reduce(std::forward<In1>(a), std::forward<In2>(b), init, std::plus<>{},
+                                   std::multiplies<>{});
+}
+
+/// std::inner_product(first1, last1, first2, init): the sum of products.
+template <class In1, class In2, class T>
+lazy<T> inner_product(In1&& a, In2&& b, T init) {
+  return oa::stl::transform_reduce(std::forward<In1>(a), std::forward<In2>(b), init, std::plus<>{},
+                                   std::multiplies<>{});
+}
+
+/// std::count: how many elements equal `value`, as a lazy std::int64_t.
+template <class In>
+lazy<std::int64_t> count(In&& in, const detail::element_t<In>& value) {
+  return detail::count<detail::element_t<In>>(std::forward<In>(in), value);
+}
+
+/// std::count_if with a predicate, on the host.
+template <class In, class P>
+lazy<std::int64_t> count_if(In&& in, P p) {
+  return detail::count_if<P>(std::forward<In>(in), p);
+}
+
+}  // namespace oa::stl

@@ -1,0 +1,216 @@
+#include "stl_bench.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <numeric>
+#include <oa/annotations/stl.hpp>
+#include <oa/oa.hpp>
+#include <optional>
+#include <random>
+#include <thread>
+#include <type_traits>
+#if defined(OA_BENCH_HAS_TBB)
+#include <execution>
+#endif
+
+#include "bench_table.hpp"
+
+#ifndef OA_VERSION
+#define OA_VERSION "unknown"
+#endif
+
+namespace oa_bench {
+
+namespace {
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::vector<T> v(n);
+  if constexpr (std::is_integral_v<T>) {
+    std::uniform_int_distribution<int> d(-100, 100);  // (a + b) c fits int32; sums, int64
+    for (auto& x : v) x = static_cast<T>(d(g));
+  } else {
+    std::uniform_real_distribution<double> d(-1.0, 1.0);
+    for (auto& x : v) x = static_cast<T>(d(g));
+  }
+  return v;
+}
+
+/// The accumulator of the chain: int64 for integers (no overflow), else T.
+template <class T>
+using acc_t = std::conditional_t<std::is_integral_v<T>, std::int64_t, T>;
+
+/// sum((a + b) * c) with the standard algorithms, sequential or under `policy`.
+template <class T, class... Policy>
+acc_t<T> standard_chain(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c,
+                        Policy&&... policy) {
+  std::vector<T> t(a.size());
+  std::transform(policy..., a.begin(), a.end(), b.begin(), t.begin(), std::plus<>{});
+  return std::transform_reduce(policy..., t.begin(), t.end(), c.begin(), acc_t<T>(0), std::plus<>{},
+                               std::multiplies<>{});
+}
+
+/// The same chain through oa::stl. No handle holds a + b when the chain
+/// runs (the temporary handle is gone at the end of the first statement): it
+/// is never a host array, only a chunk at a time.
+template <class T>
+acc_t<T> oa_chain(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c) {
+  const oa::lazy<acc_t<T>> sum = oa::stl::inner_product(oa::stl::transform(a, b, std::plus<>{}), c, acc_t<T>(0));
+  return sum.get();
+}
+
+template <class T>
+bool run_typed(const stl_options& opt, json_sink* sink) {
+  const std::size_t n = opt.elements;
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::string> modes;
+  for (const auto& m : stl_modes())
+    if (opt.modes.empty() || std::find(opt.modes.begin(), opt.modes.end(), m) != opt.modes.end()) modes.push_back(m);
+
+  std::cerr << "generating three random arrays of " << n << " " << opt.type << " (seed " << opt.seed << ")\n";
+  const std::vector<T> a = random_vector<T>(n, opt.seed), b = random_vector<T>(n, opt.seed + 1),
+                       c = random_vector<T>(n, opt.seed + 2);
+  std::optional<acc_t<T>> ref;
+  if (opt.verify) ref = standard_chain(a, b, c);
+  const auto error_of = [&](acc_t<T> got) {
+    const double r = static_cast<double>(*ref);
+    return std::abs(static_cast<double>(got) - r) / std::max(1.0, std::abs(r));
+  };
+
+  std::vector<mode_outcome> results;
+  for (const auto& mode : modes) {
+    mode_outcome r;
+    r.mode = mode;
+    r.device = r.oa_mode() ? opt.device : "cpu";
+#if !defined(OA_BENCH_HAS_TBB)
+    if (mode == "par") r.failure = "this oa-bench was built without oneTBB (the parallel standard algorithms)";
+#endif
+    if (r.oa_mode()) {
+      configure_oa_mode(opt, mode == "sequential");
+      (void)oa::current_device();  // made here: no run times its creation
+    }
+    for (int rep = 1; rep <= opt.repeat && !r.failure; ++rep) {
+      std::cerr << "running transform_reduce, mode " << mode;
+      if (opt.repeat > 1) std::cerr << " (repeat " << rep << "/" << opt.repeat << ")";
+      std::cerr << std::endl;
+      try {
+        acc_t<T> got{};
+        oa::clear_reports();
+        const auto t0 = clock_type::now();
+        if (mode == "cpu") {
+          got = standard_chain(a, b, c);
+        } else if (mode == "par") {
+#if defined(OA_BENCH_HAS_TBB)
+          got = standard_chain(a, b, c, std::execution::par);
+#endif
+        } else {
+          got = oa_chain(a, b, c);
+        }
+        const double s = seconds_since(t0);
+        if (ref) r.error = std::max(r.error.value_or(0.0), error_of(got));
+        if (r.oa_mode() && s < r.seconds) {
+          r.total = oa::total(oa::reports());
+          if (!r.total.device.empty()) r.device = r.total.device;
+        }
+        r.seconds = std::min(r.seconds, s);
+      } catch (const std::exception& e) {
+        r.failure = e.what();
+      }
+    }
+    results.push_back(std::move(r));
+  }
+
+  const std::optional<double> cpu_seconds = seconds_of(results, "cpu"), par_seconds = seconds_of(results, "par");
+  const double data_bytes = 3.0 * static_cast<double>(n * sizeof(T));
+  std::cout << "\ntransform_reduce: sum((a + b) * c), " << n << " " << opt.type << " per array ("
+            << format_bytes(data_bytes) << "), " << threads << " hardware threads\n";
+  if (opt.device == "emulated") std::cout << "EMULATED DEVICE: host memory posing as device memory; these are not GPU timings\n";
+  text_table table({"mode", "device", "seconds", "chunks", "moved", "peak device", "vs cpu", "vs par", "rel_error"});
+  const auto ratio = [](std::optional<double> base, double s) {
+    return base ? format("%.2fx", *base / s) : std::string();
+  };
+  for (const auto& r : results) {
+    if (r.failure) {
+      table.add_row({r.mode, r.device, "failed", "", "", "", "", "", "error (below)"});
+      continue;
+    }
+    const auto& t = r.total;
+    table.add_row({r.mode, r.device, format("%.4f", r.seconds), r.oa_mode() ? std::to_string(t.chunks) : "",
+                   r.oa_mode() ? format_bytes(static_cast<double>(t.h2d_bytes + t.d2h_bytes)) : "",
+                   r.oa_mode() ? format_bytes(static_cast<double>(t.peak_device_bytes)) : "",
+                   ratio(cpu_seconds, r.seconds), ratio(par_seconds, r.seconds),
+                   r.error ? format("%.2e", *r.error) : "-"});
+  }
+  table.print(std::cout);
+  std::cout << std::flush;
+
+  const double tolerance = std::is_integral_v<T> ? 0.0 : std::is_same_v<T, float> ? 1e-4 : 1e-9;
+  bool ok = true;
+  for (const auto& r : results) {
+    const auto& t = r.total;
+    const auto or_null = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+    const bool timed = !r.failure;
+    if (sink)
+      sink->write({{"workload", opt.workload},
+                   {"mode", r.mode},
+                   {"device", r.device},
+                   {"requested_device", r.oa_mode() ? opt.device : r.device},
+                   {"elements", n},
+                   {"type", opt.type},
+                   {"data_bytes", data_bytes},
+                   {"device_memory_budget", r.oa_mode() ? opt.device_memory : 0},
+                   {"peak_device_bytes", t.peak_device_bytes},
+                   {"chunks", t.chunks},
+                   {"streams", t.streams},
+                   {"h2d_bytes", t.h2d_bytes},
+                   {"d2h_bytes", t.d2h_bytes},
+                   {"seconds", timed ? nlohmann::json(r.seconds) : nlohmann::json(nullptr)},
+                   {"error", r.failure ? nlohmann::json(*r.failure) : nlohmann::json(nullptr)},
+                   {"max_rel_error", or_null(r.error)},
+                   {"speedup_vs_cpu", or_null(cpu_seconds && timed ? std::optional(*cpu_seconds / r.seconds)
+                                                                    : std::nullopt)},
+                   {"speedup_vs_par", or_null(par_seconds && timed ? std::optional(*par_seconds / r.seconds)
+                                                                    : std::nullopt)},
+                   {"threads", threads},
+                   {"link_gbps", opt.link_gbps},
+                   {"seed", opt.seed},
+                   {"repeat", opt.repeat},
+                   {"emulated", r.oa_mode() && opt.device == "emulated"},
+                   {"hostname", hostname()},
+                   {"timestamp", utc_timestamp()},
+                   {"oa_version", OA_VERSION}});
+    if (r.failure) {
+      std::cerr << "oa-bench: " << opt.workload << ", mode " << r.mode << " failed: " << *r.failure << '\n';
+      if (!opt.modes.empty()) ok = false;
+      continue;
+    }
+    if (r.error && !(*r.error <= tolerance)) {
+      std::cerr << "oa-bench: " << opt.workload << ", mode " << r.mode << ": rel_error " << format("%.3e", *r.error)
+                << " exceeds " << format("%.0e", tolerance) << " against the sequential standard algorithms\n";
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace
+
+const std::vector<std::string>& stl_modes() {
+  static const std::vector<std::string> modes{"cpu", "par", "sequential", "oa"};
+  return modes;
+}
+
+bool run_stl(const stl_options& opt, json_sink* sink) {
+  if (opt.type == "double") return run_typed<double>(opt, sink);
+  if (opt.type == "float") return run_typed<float>(opt, sink);
+  if (opt.type == "int32") return run_typed<std::int32_t>(opt, sink);
+  if (opt.type == "int64") return run_typed<std::int64_t>(opt, sink);
+  throw std::invalid_argument("--type: '" + opt.type + "' is not int32, int64, float or double");
+}
+
+}  // namespace oa_bench

@@ -1,0 +1,177 @@
+// oa::stl (annotations/oa/annotations/stl.hpp): each algorithm against the
+// standard one on random inputs, for int32, int64, float and double; empty,
+// one-element and odd sizes; on the host device, and on the emulated device
+// with a budget far smaller than the data, staged and fused (one generated
+// kernel per chunk).
+
+#include <doctest/doctest.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <span>
+#include <vector>
+
+#include <oa/annotations/stl.hpp>
+
+#include "support.hpp"
+
+using oa_test::config_scope;
+
+namespace {
+
+template <class T>
+std::vector<T> random_vector(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::vector<T> v(n);
+  if constexpr (std::is_integral_v<T>) {
+    std::uniform_int_distribution<int> d(-50, 50);  // small: sums and products stay in range
+    for (auto& x : v) x = static_cast<T>(d(g));
+  } else {
+    std::uniform_real_distribution<double> d(0.5, 2.0);
+    for (auto& x : v) x = static_cast<T>(d(g));
+  }
+  return v;
+}
+
+/// Integers exactly; floating point within a relative tolerance (chunked
+/// reductions add in another order than the sequential algorithm).
+template <class T>
+void check_close(T got, T want) {
+  if constexpr (std::is_integral_v<T>) {
+    CHECK(got == want);
+  } else {
+    const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-11;
+    CHECK(std::abs(double(got) - double(want)) <= tol * std::max(1.0, std::abs(double(want))));
+  }
+}
+
+/// Runs `f(n)` for n = 0, 1, 1000 and 50001 elements on the host device and
+/// on the emulated one (64 KiB: paged), staged and fused.
+template <class F>
+void on_every_config(F f) {
+  oa::config fused = oa_test::emulated_config(64 << 10);
+  fused.emulated_fused = true;
+  for (const oa::config& cfg : {oa_test::host_config(), oa_test::emulated_config(64 << 10), fused}) {
+    CAPTURE(cfg.device);
+    CAPTURE(cfg.emulated_fused);
+    config_scope cs(cfg);
+    for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{50001}}) {
+      CAPTURE(n);
+      f(n);
+    }
+  }
+}
+
+/// Stages that ran on the device (not the host) since the last clear_reports().
+std::size_t device_stages() {
+  std::size_t n = 0;
+  for (const auto& r : oa::reports()) n += r.device != "host" && r.error.empty();
+  return n;
+}
+
+struct square_plus_one {  // a user functor: the host path
+  template <class T>
+  T operator()(T x) const {
+    return x * x + T(1);
+  }
+};
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("element-wise algorithms equal the standard ones", T, std::int32_t, std::int64_t, float, double) {
+  on_every_config([](std::size_t n) {
+      const std::vector<T> a = random_vector<T>(n, 1 + n), b = random_vector<T>(n, 2 + n);
+      std::vector<T> want(n);
+
+      std::transform(a.begin(), a.end(), want.begin(), std::negate<>{});
+      CHECK(oa::stl::transform(a, std::negate<>{}).get() == want);
+      std::transform(a.begin(), a.end(), b.begin(), want.begin(), std::plus<>{});
+      CHECK(oa::stl::transform(a, b, std::plus<>{}).get() == want);
+      std::transform(a.begin(), a.end(), b.begin(), want.begin(), std::multiplies<T>{});
+      CHECK(oa::stl::transform(a, std::span<const T>(b), std::multiplies<T>{}).get() == want);
+      std::transform(a.begin(), a.end(), want.begin(), square_plus_one{});
+      CHECK(oa::stl::transform(a, square_plus_one{}).get() == want);
+      const T k = T(3);
+      std::transform(a.begin(), a.end(), want.begin(), [k](T x) { return x * k; });
+      CHECK(oa::stl::transform(a, [k](T x) { return x * k; }).get() == want);
+
+      std::vector<char> less_want(n);
+      for (std::size_t i = 0; i < n; ++i) less_want[i] = a[i] < b[i];
+      CHECK(oa::stl::transform(a, b, std::less<>{}).get() == less_want);
+
+      CHECK(oa::stl::copy(a).get() == a);
+      std::vector<T> filled = a;
+      oa::stl::fill(filled, T(7));
+      oa::evaluate();
+      CHECK(std::all_of(filled.begin(), filled.end(), [](T x) { return x == T(7); }));
+  });
+}
+
+TEST_CASE_TEMPLATE("reductions equal the standard ones", T, std::int32_t, std::int64_t, float, double) {
+  on_every_config([](std::size_t n) {
+      const std::vector<T> a = random_vector<T>(n, 11 + n), b = random_vector<T>(n, 12 + n);
+      const T init = T(5);
+      check_close(oa::stl::reduce(a, init).get(), std::reduce(a.begin(), a.end(), init));
+      check_close(oa::stl::reduce(a, init, oa::ops::max{}).get(),
+                  std::max(init, n ? *std::max_element(a.begin(), a.end()) : init));
+      check_close(oa::stl::reduce(a, init, oa::ops::min{}).get(),
+                  std::min(init, n ? *std::min_element(a.begin(), a.end()) : init));
+      check_close(oa::stl::inner_product(a, b, init).get(), std::inner_product(a.begin(), a.end(), b.begin(), init));
+      check_close(oa::stl::transform_reduce(a, b, init).get(),
+                  std::transform_reduce(a.begin(), a.end(), b.begin(), init));
+      check_close(oa::stl::transform_reduce(a, init, std::plus<>{}, oa::ops::square{}).get(),
+                  std::transform_reduce(a.begin(), a.end(), init, std::plus<>{}, [](T x) { return T(x * x); }));
+      check_close(oa::stl::transform_reduce(a, b, T(0), oa::ops::max{}, std::minus<>{}).get(),
+                  std::transform_reduce(a.begin(), a.end(), b.begin(), T(0),
+                                        [](T x, T y) { return std::max(x, y); }, std::minus<>{}));
+      check_close(oa::stl::transform_reduce(a, init, std::plus<>{}, square_plus_one{}).get(),
+                  std::transform_reduce(a.begin(), a.end(), init, std::plus<>{}, square_plus_one{}));
+      const T probe = n ? a[n / 2] : T(1);
+      CHECK(oa::stl::count(a, probe).get() == std::count(a.begin(), a.end(), probe));
+      CHECK(oa::stl::count_if(a, [probe](T x) { return x < probe; }).get() ==
+            std::count_if(a.begin(), a.end(), [probe](T x) { return x < probe; }));
+  });
+  // A product: small values, so that it stays exact in every type.
+  const std::vector<T> ones_and_twos{T(1), T(2), T(1), T(2), T(2), T(1)};
+  CHECK(oa::stl::reduce(ones_and_twos, T(3), std::multiplies<>{}).get() == T(24));
+}
+
+TEST_CASE("a chain of algorithms over Eigen vectors and lazy values pages through a small budget on the device") {
+  const std::size_t n = std::size_t{1} << 17;  // 1 MiB per double array; the budget is 64 KiB
+  const Eigen::VectorXd x = Eigen::VectorXd::LinSpaced(static_cast<Eigen::Index>(n), 0.0, 1.0);
+  const std::vector<double> w = random_vector<double>(n, 99);
+  double want = 0;
+  for (std::size_t i = 0; i < n; ++i) want += std::sqrt(x[static_cast<Eigen::Index>(i)] * 2.0) * w[i];
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    oa::config c = oa_test::emulated_config(64 << 10);
+    c.emulated_fused = fused;
+    config_scope cs(c);
+    const auto twice = oa::stl::transform(x, x, std::plus<>{});           // lazy<std::vector<double>>
+    const auto roots = oa::stl::transform(twice, oa::ops::sqrt{});        // chained: never on the host
+    const double got = oa::stl::inner_product(roots, w, 0.0).get();
+    check_close(got, want);
+    CHECK(device_stages() >= 1);
+    std::size_t peak = 0;
+    for (const auto& r : oa::reports()) peak = std::max(peak, r.peak_device_bytes);
+    CHECK(peak <= std::size_t{64} << 10);
+  }
+}
+
+TEST_CASE("algorithms with the standard function objects run on the device, others on the host path") {
+  const std::vector<double> a = random_vector<double>(20000, 5);
+  config_scope cs(oa_test::emulated_config(1 << 20));
+  (void)oa::stl::transform(a, std::negate<>{}).get();
+  CHECK(device_stages() == 1);
+  oa::clear_reports();
+  (void)oa::stl::transform(a, [](double v) { return -v; }).get();
+  CHECK(device_stages() == 0);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].placement_reason.find("std::transform") != std::string::npos);
+}
