@@ -131,11 +131,38 @@ TEST_CASE_TEMPLATE("reductions equal the standard ones", T, std::int32_t, std::i
                                         [](T x, T y) { return std::max(x, y); }, std::minus<>{}));
       check_close(oa::stl::transform_reduce(a, init, std::plus<>{}, square_plus_one{}).get(),
                   std::transform_reduce(a.begin(), a.end(), init, std::plus<>{}, square_plus_one{}));
+      const auto lo = oa::stl::min_element(a).get(), hi = oa::stl::max_element(a).get();
+      if (n == 0) {
+        CHECK(lo.index == -1);
+        CHECK(hi.index == -1);
+      } else {
+        CHECK(lo.index == std::min_element(a.begin(), a.end()) - a.begin());
+        CHECK(hi.index == std::max_element(a.begin(), a.end()) - a.begin());
+        CHECK(lo.value == *std::min_element(a.begin(), a.end()));
+        CHECK(hi.value == *std::max_element(a.begin(), a.end()));
+      }
+      std::vector<T> seq(n), want_seq(n);
+      oa::stl::iota(seq, T(-3));
+      oa::evaluate();
+      std::iota(want_seq.begin(), want_seq.end(), T(-3));
+      CHECK(seq == want_seq);
       const T probe = n ? a[n / 2] : T(1);
       CHECK(oa::stl::count(a, probe).get() == std::count(a.begin(), a.end(), probe));
       CHECK(oa::stl::count_if(a, [probe](T x) { return x < probe; }).get() ==
             std::count_if(a.begin(), a.end(), [probe](T x) { return x < probe; }));
   });
+  // Ties: the first of equal extremes, wherever the chunks fall.
+  {
+    oa::config c = oa_test::host_config();
+    c.chunk_bytes = 1024;  // several chunks, on the host (where these run)
+    config_scope cs(c);
+    std::vector<T> flat(5000, T(1));
+    flat[1234] = flat[4321] = T(0);
+    flat[777] = flat[3999] = T(2);
+    CHECK(oa::stl::min_element(flat).get().index == 1234);
+    CHECK(oa::stl::max_element(flat).get().index == 777);
+    CHECK(oa::reports().at(0).chunks > 1);
+  }
   // A product: small values, so that it stays exact in every type.
   const std::vector<T> ones_and_twos{T(1), T(2), T(1), T(2), T(2), T(1)};
   CHECK(oa::stl::reduce(ones_and_twos, T(3), std::multiplies<>{}).get() == T(24));

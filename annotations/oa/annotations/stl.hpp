@@ -1,6 +1,7 @@
 #pragma once
 // STL-style algorithms as lazy calls: oa::stl::transform, reduce,
-// transform_reduce, inner_product, count, count_if, fill and copy take
+// transform_reduce, inner_product, count, count_if, min_element,
+// max_element, fill, iota and copy take
 // containers (std::vector, std::span, Eigen vectors and 1-D arrays) or lazy
 // values of them, and return lazy values, so that a chain of them is one
 // pipeline: chunked, paged through the device's memory, and on a GPU one
@@ -36,6 +37,14 @@
 #include "oa/core/ops.hpp"
 
 namespace oa::stl {
+
+/// An element and its index in the range: what min_element and max_element
+/// give (index -1 and a value-initialised value for an empty range).
+template <class T>
+struct position {
+  T value{};
+  std::int64_t index = -1;
+};
 
 namespace detail {
 using split::contiguous;
@@ -117,6 +126,23 @@ template <class Op>
 using reduction_t = typename reduction_of<std::remove_cvref_t<Op>>::type;
 template <class Op>
 inline constexpr bool reduces_on_device = requires { reduction_t<Op>::device_op; };
+
+/// The smallest (Min) or largest element, the first of equal ones: chunks'
+/// partials are combined in order, so the earlier wins a tie; an empty
+/// chunk's partial (index -1) yields to any other.
+template <class P, bool Min>
+struct first_of {
+  template <class R>
+  static R identity() {
+    return R{};
+  }
+  template <class R>
+  R operator()(const R& a, const R& b) const {
+    if (a.index < 0) return b;
+    if (b.index < 0) return a;
+    return (Min ? b.value < a.value : a.value < b.value) ? b : a;
+  }
+};
 
 /// Op on two values converted to R (the standard algorithms mix element and
 /// accumulator types).
@@ -215,6 +241,28 @@ inline constexpr auto count_if = oa::annotate<"std::count_if">(
     oa::cpu([](const auto& in, const P& p) { return std::int64_t(std::count_if(in.begin(), in.end(), p)); }),
     oa::args(oa::in<contiguous>("first"), oa::scalar<P>("p"), oa::ret<split::sum, std::int64_t>));
 
+/// A chunk's smallest (Min) or largest element and its index in the range.
+template <class P, bool Min>
+inline constexpr auto extreme_of_chunk = [](const auto& in) {
+  const auto it = Min ? std::min_element(in.begin(), in.end()) : std::max_element(in.begin(), in.end());
+  return it == in.end() ? P{} : P{*it, static_cast<std::int64_t>(in.first) + (it - in.begin())};
+};
+template <class P>
+inline constexpr auto min_element = oa::annotate<"std::min_element">(
+    oa::cpu(extreme_of_chunk<P, true>),
+    oa::args(oa::in<split::indexed>("first"), oa::ret<split::reduce<first_of<P, true>>, P>));
+template <class P>
+inline constexpr auto max_element = oa::annotate<"std::max_element">(
+    oa::cpu(extreme_of_chunk<P, false>),
+    oa::args(oa::in<split::indexed>("first"), oa::ret<split::reduce<first_of<P, false>>, P>));
+
+template <class T>
+inline constexpr auto iota = oa::annotate<"std::iota">(
+    oa::cpu([](auto& range, const T& value) {
+      for (std::size_t i = 0; i < range.size(); ++i) range[i] = static_cast<T>(value + static_cast<T>(range.first + i));
+    }),
+    oa::args(oa::mut<split::indexed>("range"), oa::scalar<T>("value")));
+
 /// op(init, reduced): a call of one unit, after the reduction.
 template <class Op, class R>
 inline constexpr auto combine_init = oa::annotate<"oa::stl::reduce (init)">(
@@ -312,6 +360,29 @@ template <class In1, class In2, class T>
 lazy<T> inner_product(In1&& a, In2&& b, T init) {
   return oa::stl::transform_reduce(std::forward<In1>(a), std::forward<In2>(b), init, std::plus<>{},
                                    std::multiplies<>{});
+}
+
+/// std::min_element: the smallest element and its index (the first of equal
+/// ones), on the host.
+template <class In>
+lazy<position<detail::element_t<In>>> min_element(In&& in) {
+  return detail::min_element<position<detail::element_t<In>>>(std::forward<In>(in));
+}
+
+/// std::max_element: the largest element and its index (the first of equal
+/// ones), on the host.
+template <class In>
+lazy<position<detail::element_t<In>>> max_element(In&& in) {
+  return detail::max_element<position<detail::element_t<In>>>(std::forward<In>(in));
+}
+
+/// std::iota: element i of `range` (the caller's container, updated in
+/// place) becomes value + i, on the host; for floating point this equals
+/// std::iota's repeated increments while they are exact.
+template <class Range>
+void iota(Range& range, detail::element_t<Range> value) {
+  static_assert(!is_lazy_v<Range>, "oa::stl::iota updates the caller's container in place: pass the container");
+  detail::iota<detail::element_t<Range>>(range, value);
 }
 
 /// std::count: how many elements equal `value`, as a lazy std::int64_t.
