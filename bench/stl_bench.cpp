@@ -45,26 +45,105 @@ std::vector<T> random_vector(std::size_t n, std::uint64_t seed) {
 template <class T>
 using acc_t = std::conditional_t<std::is_integral_v<T>, std::int64_t, T>;
 
-/// sum((a + b) * c) with the standard algorithms, sequential or under `policy`.
-template <class T, class... Policy>
-acc_t<T> standard_chain(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c,
-                        Policy&&... policy) {
-  std::vector<T> t(a.size());
-  std::transform(policy..., a.begin(), a.end(), b.begin(), t.begin(), std::plus<>{});
-  return std::transform_reduce(policy..., t.begin(), t.end(), c.begin(), acc_t<T>(0), std::plus<>{},
-                               std::multiplies<>{});
-}
+/// |got - want| relative to max(|want|, 1).
+double relative(double got, double want) { return std::abs(got - want) / std::max(1.0, std::abs(want)); }
 
-/// The same chain through oa::stl. No handle holds a + b when the chain
-/// runs (the temporary handle is gone at the end of the first statement): it
-/// is never a host array, only a chunk at a time.
-template <class T>
-acc_t<T> oa_chain(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c) {
-  const oa::lazy<acc_t<T>> sum = oa::stl::inner_product(oa::stl::transform(a, b, std::plus<>{}), c, acc_t<T>(0));
-  return sum.get();
-}
+/// A timed run of one mode: seconds, and the error against the reference
+/// when verifying.
+struct timed_run {
+  double seconds = 0;
+  std::optional<double> error;
+};
 
+/// sum((a + b) * c) over three random arrays.
 template <class T>
+struct chain_workload {
+  std::vector<T> a, b, c;
+  std::optional<acc_t<T>> ref;
+
+  chain_workload(std::size_t n, std::uint64_t seed, bool verify)
+      : a(random_vector<T>(n, seed)), b(random_vector<T>(n, seed + 1)), c(random_vector<T>(n, seed + 2)) {
+    if (verify) ref = standard(a, b, c);
+  }
+  std::string describe() const { return "sum((a + b) * c), three arrays of"; }
+  double data_bytes() const { return 3.0 * static_cast<double>(a.size() * sizeof(T)); }
+
+  /// With the standard algorithms, sequential or under `policy`: a + b is a
+  /// temporary vector, as a program would write it.
+  template <class... Policy>
+  static acc_t<T> standard(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c,
+                           Policy&&... policy) {
+    std::vector<T> t(a.size());
+    std::transform(policy..., a.begin(), a.end(), b.begin(), t.begin(), std::plus<>{});
+    return std::transform_reduce(policy..., t.begin(), t.end(), c.begin(), acc_t<T>(0), std::plus<>{},
+                                 std::multiplies<>{});
+  }
+  /// Through oa::stl. No handle holds a + b when the chain runs (the
+  /// temporary handle is gone at the end of the first statement): it is
+  /// never a host array, only a chunk at a time.
+  static acc_t<T> through_oa(const std::vector<T>& a, const std::vector<T>& b, const std::vector<T>& c) {
+    const oa::lazy<acc_t<T>> sum = oa::stl::inner_product(oa::stl::transform(a, b, std::plus<>{}), c, acc_t<T>(0));
+    return sum.get();
+  }
+
+  timed_run run(const std::string& mode) const {
+    acc_t<T> got{};
+    const auto t0 = clock_type::now();
+    if (mode == "cpu") got = standard(a, b, c);
+#if defined(OA_BENCH_HAS_TBB)
+    else if (mode == "par") got = standard(a, b, c, std::execution::par);
+#endif
+    else got = through_oa(a, b, c);
+    timed_run r{seconds_since(t0), std::nullopt};
+    if (ref) r.error = relative(static_cast<double>(got), static_cast<double>(*ref));
+    return r;
+  }
+};
+
+/// The inclusive sum of one random array, into a new vector.
+template <class T>
+struct scan_workload {
+  std::vector<T> a;
+  std::vector<T> ref;
+
+  scan_workload(std::size_t n, std::uint64_t seed, bool verify) : a(random_vector<T>(n, seed)) {
+    if (verify) {
+      ref.resize(n);
+      std::inclusive_scan(a.begin(), a.end(), ref.begin());
+    }
+  }
+  std::string describe() const { return "inclusive_scan (sum) of one array of"; }
+  double data_bytes() const { return 2.0 * static_cast<double>(a.size() * sizeof(T)); }
+
+  timed_run run(const std::string& mode) const {
+    std::vector<T> out;
+    oa::lazy<std::vector<T>> sums;
+    const auto t0 = clock_type::now();
+    if (mode == "cpu") {
+      out.resize(a.size());
+      std::inclusive_scan(a.begin(), a.end(), out.begin());
+#if defined(OA_BENCH_HAS_TBB)
+    } else if (mode == "par") {
+      out.resize(a.size());
+      std::inclusive_scan(std::execution::par, a.begin(), a.end(), out.begin());
+#endif
+    } else {
+      sums = oa::stl::inclusive_scan(a);
+      (void)sums.get();
+    }
+    timed_run r{seconds_since(t0), std::nullopt};
+    const std::vector<T>& got = sums.valid() ? sums.get() : out;
+    if (!ref.empty()) {
+      double worst = 0;
+      for (std::size_t i = 0; i < got.size(); ++i)
+        worst = std::max(worst, relative(static_cast<double>(got[i]), static_cast<double>(ref[i])));
+      r.error = got.size() == ref.size() ? worst : std::numeric_limits<double>::infinity();
+    }
+    return r;
+  }
+};
+
+template <class T, class Workload>
 bool run_typed(const stl_options& opt, json_sink* sink) {
   const std::size_t n = opt.elements;
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -72,15 +151,8 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
   for (const auto& m : stl_modes())
     if (opt.modes.empty() || std::find(opt.modes.begin(), opt.modes.end(), m) != opt.modes.end()) modes.push_back(m);
 
-  std::cerr << "generating three random arrays of " << n << " " << opt.type << " (seed " << opt.seed << ")\n";
-  const std::vector<T> a = random_vector<T>(n, opt.seed), b = random_vector<T>(n, opt.seed + 1),
-                       c = random_vector<T>(n, opt.seed + 2);
-  std::optional<acc_t<T>> ref;
-  if (opt.verify) ref = standard_chain(a, b, c);
-  const auto error_of = [&](acc_t<T> got) {
-    const double r = static_cast<double>(*ref);
-    return std::abs(static_cast<double>(got) - r) / std::max(1.0, std::abs(r));
-  };
+  std::cerr << "generating the random inputs: " << n << " " << opt.type << " per array (seed " << opt.seed << ")\n";
+  const Workload w(n, opt.seed, opt.verify);
 
   std::vector<mode_outcome> results;
   for (const auto& mode : modes) {
@@ -95,29 +167,18 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
       (void)oa::current_device();  // made here: no run times its creation
     }
     for (int rep = 1; rep <= opt.repeat && !r.failure; ++rep) {
-      std::cerr << "running transform_reduce, mode " << mode;
+      std::cerr << "running " << opt.workload << ", mode " << mode;
       if (opt.repeat > 1) std::cerr << " (repeat " << rep << "/" << opt.repeat << ")";
       std::cerr << std::endl;
       try {
-        acc_t<T> got{};
         oa::clear_reports();
-        const auto t0 = clock_type::now();
-        if (mode == "cpu") {
-          got = standard_chain(a, b, c);
-        } else if (mode == "par") {
-#if defined(OA_BENCH_HAS_TBB)
-          got = standard_chain(a, b, c, std::execution::par);
-#endif
-        } else {
-          got = oa_chain(a, b, c);
-        }
-        const double s = seconds_since(t0);
-        if (ref) r.error = std::max(r.error.value_or(0.0), error_of(got));
-        if (r.oa_mode() && s < r.seconds) {
+        const timed_run t = w.run(mode);
+        if (t.error) r.error = std::max(r.error.value_or(0.0), *t.error);
+        if (r.oa_mode() && t.seconds < r.seconds) {
           r.total = oa::total(oa::reports());
           if (!r.total.device.empty()) r.device = r.total.device;
         }
-        r.seconds = std::min(r.seconds, s);
+        r.seconds = std::min(r.seconds, t.seconds);
       } catch (const std::exception& e) {
         r.failure = e.what();
       }
@@ -126,8 +187,8 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
   }
 
   const std::optional<double> cpu_seconds = seconds_of(results, "cpu"), par_seconds = seconds_of(results, "par");
-  const double data_bytes = 3.0 * static_cast<double>(n * sizeof(T));
-  std::cout << "\ntransform_reduce: sum((a + b) * c), " << n << " " << opt.type << " per array ("
+  const double data_bytes = w.data_bytes();
+  std::cout << "\n" << opt.workload << ": " << w.describe() << " " << n << " " << opt.type << " ("
             << format_bytes(data_bytes) << "), " << threads << " hardware threads\n";
   if (opt.device == "emulated") std::cout << "EMULATED DEVICE: host memory posing as device memory; these are not GPU timings\n";
   text_table table({"mode", "device", "seconds", "chunks", "moved", "peak device", "vs cpu", "vs par", "rel_error"});
@@ -205,11 +266,19 @@ const std::vector<std::string>& stl_modes() {
   return modes;
 }
 
+namespace {
+template <class T>
+bool run_for_type(const stl_options& opt, json_sink* sink) {
+  if (opt.workload == "scan") return run_typed<T, scan_workload<T>>(opt, sink);
+  return run_typed<T, chain_workload<T>>(opt, sink);
+}
+}  // namespace
+
 bool run_stl(const stl_options& opt, json_sink* sink) {
-  if (opt.type == "double") return run_typed<double>(opt, sink);
-  if (opt.type == "float") return run_typed<float>(opt, sink);
-  if (opt.type == "int32") return run_typed<std::int32_t>(opt, sink);
-  if (opt.type == "int64") return run_typed<std::int64_t>(opt, sink);
+  if (opt.type == "double") return run_for_type<double>(opt, sink);
+  if (opt.type == "float") return run_for_type<float>(opt, sink);
+  if (opt.type == "int32") return run_for_type<std::int32_t>(opt, sink);
+  if (opt.type == "int64") return run_for_type<std::int64_t>(opt, sink);
   throw std::invalid_argument("--type: '" + opt.type + "' is not int32, int64, float or double");
 }
 

@@ -50,6 +50,19 @@ void check_close(T got, T want) {
   }
 }
 
+template <class T>
+void check_all_close(const std::vector<T>& got, const std::vector<T>& want) {
+  REQUIRE(got.size() == want.size());
+  if constexpr (std::is_integral_v<T>) {
+    CHECK(got == want);
+  } else {
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(double(got[i]) - double(want[i])) / std::max(1.0, std::abs(double(want[i]))));
+    CHECK(worst <= (std::is_same_v<T, float> ? 1e-4 : 1e-11));
+  }
+}
+
 /// Runs `f(n)` for n = 0, 1, 1000 and 50001 elements on the host device and
 /// on the emulated one (64 KiB: paged), staged and fused.
 template <class F>
@@ -146,6 +159,15 @@ TEST_CASE_TEMPLATE("reductions equal the standard ones", T, std::int32_t, std::i
       oa::evaluate();
       std::iota(want_seq.begin(), want_seq.end(), T(-3));
       CHECK(seq == want_seq);
+      std::vector<T> want_scan(n);
+      std::inclusive_scan(a.begin(), a.end(), want_scan.begin());
+      check_all_close(oa::stl::inclusive_scan(a).get(), want_scan);
+      std::inclusive_scan(a.begin(), a.end(), want_scan.begin(), std::plus<>{}, T(4));
+      check_all_close(oa::stl::inclusive_scan(a, std::plus<>{}, T(4)).get(), want_scan);
+      std::exclusive_scan(a.begin(), a.end(), want_scan.begin(), T(-2));
+      check_all_close(oa::stl::exclusive_scan(a, T(-2)).get(), want_scan);
+      std::inclusive_scan(a.begin(), a.end(), want_scan.begin(), [](T x, T y) { return std::max(x, y); });
+      check_all_close(oa::stl::inclusive_scan(a, oa::ops::max{}).get(), want_scan);
       const T probe = n ? a[n / 2] : T(1);
       CHECK(oa::stl::count(a, probe).get() == std::count(a.begin(), a.end(), probe));
       CHECK(oa::stl::count_if(a, [probe](T x) { return x < probe; }).get() ==
@@ -201,4 +223,26 @@ TEST_CASE("algorithms with the standard function objects run on the device, othe
   const auto reps = oa::reports();
   REQUIRE(reps.size() == 1);
   CHECK(reps[0].placement_reason.find("std::transform") != std::string::npos);
+}
+
+TEST_CASE("scans carry across many blocks and chunks, and stay within the budget on the device") {
+  // 2^20 + 3 elements: 17 scan blocks, the last one short; chunks of a few blocks.
+  const std::size_t n = (std::size_t{1} << 20) + 3;
+  const std::vector<std::int64_t> a = random_vector<std::int64_t>(n, 7);
+  std::vector<std::int64_t> want(n);
+  std::inclusive_scan(a.begin(), a.end(), want.begin());
+  for (const bool emulated : {false, true}) {
+    CAPTURE(emulated);
+    oa::config c = emulated ? oa_test::emulated_config(512 << 10) : oa_test::host_config();
+    c.chunk_bytes = 1 << 20;  // two blocks of int64 per chunk
+    config_scope cs(c);
+    CHECK(oa::stl::inclusive_scan(a).get() == want);
+    std::size_t chunks = 0, peak = 0;
+    for (const auto& r : oa::reports()) {
+      chunks = std::max(chunks, r.chunks);
+      peak = std::max(peak, r.peak_device_bytes);
+    }
+    CHECK(chunks >= 8);
+    CHECK(peak <= std::size_t{512} << 10);
+  }
 }

@@ -1,7 +1,7 @@
 #pragma once
 // STL-style algorithms as lazy calls: oa::stl::transform, reduce,
 // transform_reduce, inner_product, count, count_if, min_element,
-// max_element, fill, iota and copy take
+// max_element, inclusive_scan, exclusive_scan, fill, iota and copy take
 // containers (std::vector, std::span, Eigen vectors and 1-D arrays) or lazy
 // values of them, and return lazy values, so that a chain of them is one
 // pipeline: chunked, paged through the device's memory, and on a GPU one
@@ -263,6 +263,47 @@ inline constexpr auto iota = oa::annotate<"std::iota">(
     }),
     oa::args(oa::mut<split::indexed>("range"), oa::scalar<T>("value")));
 
+// Scans, out of core in two passes over blocks of scan_block elements (whole
+// blocks per chunk wherever the engine cuts): each block's total, then each
+// block scanned from the totals of the blocks before it. The input is read
+// twice and the output written once; nothing waits for the chunk before.
+inline constexpr std::size_t scan_block = std::size_t{1} << 16;
+using scan_blocks = split::blocks<scan_block>;
+
+template <class Op, class T>
+inline constexpr auto block_totals = oa::annotate<"oa::stl::scan (block totals)">(
+    oa::cpu([](const auto& in, auto& totals) {
+      for (std::size_t b = 0; b < totals.size(); ++b) {
+        const std::size_t from = b * scan_block, to = std::min(in.size(), from + scan_block);
+        totals[b] = std::reduce(in.begin() + from, in.begin() + to, Op::template identity<T>(), in_type<Op, T>);
+      }
+    }),
+    oa::args(oa::in<scan_blocks>("first"), oa::out<split::contiguous, std::vector<T>>("block_totals")));
+
+/// out[i] = init op in[0] op ... op in[i] (inclusive), or the same without
+/// in[i] (exclusive); a block starts from the totals of the blocks before it.
+template <class Op, class T, bool Inclusive>
+inline constexpr auto scan_with_totals = oa::annotate<"oa::stl::scan">(
+    oa::cpu([](const auto& in, const std::vector<T>& totals, const T& init, auto& out) {
+      const Op op;
+      const std::size_t first_block = in.first / scan_block;
+      T carry = init;
+      for (std::size_t b = 0; b < first_block; ++b) carry = op(carry, totals[b]);
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        const T next = op(carry, T(in[i]));
+        out[i] = Inclusive ? next : carry;
+        carry = next;
+      }
+    }),
+    oa::args(oa::in<scan_blocks>("first"), oa::scalar<std::vector<T>>("block_totals"), oa::scalar<T>("init"),
+             oa::out<scan_blocks, std::vector<T>>("d_first")));
+
+template <class Op, class T, bool Inclusive, class In>
+lazy<std::vector<T>> scan(In&& in, T init) {
+  lazy<std::vector<T>> totals = block_totals<Op, T>(in);
+  return scan_with_totals<Op, T, Inclusive>(std::forward<In>(in), std::move(totals), init);
+}
+
 /// op(init, reduced): a call of one unit, after the reduction.
 template <class Op, class R>
 inline constexpr auto combine_init = oa::annotate<"oa::stl::reduce (init)">(
@@ -383,6 +424,32 @@ template <class Range>
 void iota(Range& range, detail::element_t<Range> value) {
   static_assert(!is_lazy_v<Range>, "oa::stl::iota updates the caller's container in place: pass the container");
   detail::iota<detail::element_t<Range>>(range, value);
+}
+
+/// std::inclusive_scan(first, last, d_first, op): a new lazy vector whose
+/// element i combines elements 0..i (op: std::plus by default, or any
+/// operation reduce takes). Out of core in two passes; on the host for now.
+template <class In, class Op = std::plus<>>
+auto inclusive_scan(In&& in, Op op = {}) {
+  (void)op;
+  using T = detail::element_t<In>;
+  using Red = detail::reduction_t<Op>;
+  return detail::scan<Red, T, true>(std::forward<In>(in), Red::template identity<T>());
+}
+
+/// std::inclusive_scan(first, last, d_first, op, init).
+template <class In, class Op, class T>
+lazy<std::vector<T>> inclusive_scan(In&& in, Op op, T init) {
+  (void)op;
+  return detail::scan<detail::reduction_t<Op>, T, true>(std::forward<In>(in), init);
+}
+
+/// std::exclusive_scan(first, last, d_first, init, op): element i combines
+/// init and elements 0..i-1.
+template <class In, class T, class Op = std::plus<>>
+lazy<std::vector<T>> exclusive_scan(In&& in, T init, Op op = {}) {
+  (void)op;
+  return detail::scan<detail::reduction_t<Op>, T, false>(std::forward<In>(in), init);
 }
 
 /// std::count: how many elements equal `value`, as a lazy std::int64_t.

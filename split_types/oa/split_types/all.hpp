@@ -1,5 +1,6 @@
 #pragma once
 // Every split type of oa.
+#include "oa/split_types/blocks.hpp"
 #include "oa/split_types/broadcast.hpp"
 #include "oa/split_types/contiguous.hpp"
 #include "oa/split_types/indexed.hpp"
