@@ -596,11 +596,11 @@ int main(int argc, char** argv) {
       "side.",
       "oa-bench"};
   app.add_option("--workload", opt.workload, "workload to run")
-      ->check(CLI::IsMember({"blackscholes", "haversine", "crime", "gemm", "transform_reduce", "scan"}));
+      ->check(CLI::IsMember({"blackscholes", "haversine", "crime", "gemm", "transform_reduce", "scan", "sort"}));
   oa_bench::gemm_options gemm;
   app.add_option("--n", gemm.n, "gemm: the matrices are n x n (A, B and C)")->check(CLI::PositiveNumber);
   std::string type = "double";
-  app.add_option("--type", type, "gemm, transform_reduce and scan: the element type (gemm: double or float)")
+  app.add_option("--type", type, "gemm, transform_reduce, scan and sort: the element type (gemm: double or float)")
       ->check(CLI::IsMember({"double", "float", "int32", "int64"}))
       ->capture_default_str();
   app.add_option("--elements", opt.elements,
@@ -656,7 +656,7 @@ int main(int argc, char** argv) {
       "codes for options it cannot read.");
   CLI11_PARSE(app, argc, argv);
 
-  const bool is_gemm = opt.workload == "gemm", is_stl = opt.workload == "transform_reduce" || opt.workload == "scan";
+  const bool is_gemm = opt.workload == "gemm", is_stl = opt.workload == "transform_reduce" || opt.workload == "scan" || opt.workload == "sort";
   if (is_gemm && gemm.n == 0) return app.exit(CLI::RequiredError("--n (the gemm workload's matrix size)"));
   if (!opt.demo && !is_gemm && (opt.workload.empty() || opt.elements == 0))
     return app.exit(CLI::RequiredError("--workload and --elements (or --demo)"));

@@ -143,6 +143,45 @@ struct scan_workload {
   }
 };
 
+/// One random array sorted in place (a copy made before the clock starts).
+template <class T>
+struct sort_workload {
+  std::vector<T> a;
+  std::vector<T> ref;
+
+  sort_workload(std::size_t n, std::uint64_t seed, bool verify) : a(random_vector<T>(n, seed)) {
+    if constexpr (std::is_integral_v<T>) {
+      // The full range of the type, not random_vector's small one.
+      std::mt19937_64 g(seed);
+      for (auto& x : a) x = static_cast<T>(g());
+    }
+    if (verify) {
+      ref = a;
+      std::sort(ref.begin(), ref.end());
+    }
+  }
+  std::string describe() const { return "sort of one array of"; }
+  double data_bytes() const { return static_cast<double>(a.size() * sizeof(T)); }
+
+  timed_run run(const std::string& mode) const {
+    std::vector<T> x = a;
+    const auto t0 = clock_type::now();
+    if (mode == "cpu") {
+      std::sort(x.begin(), x.end());
+#if defined(OA_BENCH_HAS_TBB)
+    } else if (mode == "par") {
+      std::sort(std::execution::par, x.begin(), x.end());
+#endif
+    } else {
+      oa::stl::sort(x);
+      oa::evaluate();
+    }
+    timed_run r{seconds_since(t0), std::nullopt};
+    if (!ref.empty()) r.error = x == ref ? 0.0 : std::numeric_limits<double>::infinity();
+    return r;
+  }
+};
+
 template <class T, class Workload>
 bool run_typed(const stl_options& opt, json_sink* sink) {
   const std::size_t n = opt.elements;
@@ -270,6 +309,7 @@ namespace {
 template <class T>
 bool run_for_type(const stl_options& opt, json_sink* sink) {
   if (opt.workload == "scan") return run_typed<T, scan_workload<T>>(opt, sink);
+  if (opt.workload == "sort") return run_typed<T, sort_workload<T>>(opt, sink);
   return run_typed<T, chain_workload<T>>(opt, sink);
 }
 }  // namespace

@@ -1,6 +1,6 @@
 #pragma once
-// oa-bench's STL workloads: a transform-reduce chain, sum((a + b) * c), and
-// an inclusive scan, as the standard algorithms (sequential, and
+// oa-bench's STL workloads: a transform-reduce chain, sum((a + b) * c), an
+// inclusive scan and a sort, as the standard algorithms (sequential, and
 // std::execution::par on oneTBB) and through oa::stl (pipelined and
 // sequential), side by side.
 
@@ -16,7 +16,7 @@
 namespace oa_bench {
 
 struct stl_options : common_options {
-  std::string workload = "transform_reduce";  // or "scan"
+  std::string workload = "transform_reduce";  // or "scan", "sort"
   std::size_t elements = 0;
   std::string type = "double";  // int32, int64, float, double
 };

@@ -8,6 +8,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -168,6 +169,11 @@ TEST_CASE_TEMPLATE("reductions equal the standard ones", T, std::int32_t, std::i
       check_all_close(oa::stl::exclusive_scan(a, T(-2)).get(), want_scan);
       std::inclusive_scan(a.begin(), a.end(), want_scan.begin(), [](T x, T y) { return std::max(x, y); });
       check_all_close(oa::stl::inclusive_scan(a, oa::ops::max{}).get(), want_scan);
+      std::vector<T> sorted = a, want_sorted = a;
+      oa::stl::sort(sorted);
+      oa::evaluate();
+      std::sort(want_sorted.begin(), want_sorted.end());
+      CHECK(sorted == want_sorted);
       const T probe = n ? a[n / 2] : T(1);
       CHECK(oa::stl::count(a, probe).get() == std::count(a.begin(), a.end(), probe));
       CHECK(oa::stl::count_if(a, [probe](T x) { return x < probe; }).get() ==
@@ -244,5 +250,43 @@ TEST_CASE("scans carry across many blocks and chunks, and stay within the budget
     }
     CHECK(chunks >= 8);
     CHECK(peak <= std::size_t{512} << 10);
+  }
+}
+
+TEST_CASE_TEMPLATE("sort: many runs, duplicates, sorted and reversed input, both orders", T, std::int32_t,
+                   std::int64_t, float, double) {
+  // 12 runs of 2^18 elements and a short one; chunks of a few runs.
+  const std::size_t n = 3 * (std::size_t{1} << 20) + 12345;
+  std::vector<T> random = random_vector<T>(n, 17);  // values from a small set: many duplicates
+  if constexpr (std::is_floating_point_v<T>) {
+    random[5] = T(-0.0);
+    random[6] = T(0.0);
+    random[7] = -std::numeric_limits<T>::infinity();
+    random[8] = std::numeric_limits<T>::max();
+  } else {
+    random[5] = std::numeric_limits<T>::min();
+    random[6] = std::numeric_limits<T>::max();
+  }
+  std::vector<T> ascending = random;
+  std::sort(ascending.begin(), ascending.end());
+  std::vector<T> descending = ascending;
+  std::reverse(descending.begin(), descending.end());
+  for (const bool emulated : {false, true}) {
+    CAPTURE(emulated);
+    oa::config c = emulated ? oa_test::emulated_config(std::size_t{1} << 20) : oa_test::host_config();
+    c.chunk_bytes = std::size_t{8} << 20;
+    config_scope cs(c);
+    for (const auto* input : {&random, &ascending, &descending}) {
+      std::vector<T> up = *input, down = *input;
+      oa::stl::sort(up);
+      oa::stl::sort(down, std::greater<>{});
+      oa::evaluate();
+      // By value: std::sort leaves -0.0 and +0.0 (equal) in either order.
+      CHECK(up == ascending);
+      CHECK(down == descending);
+    }
+    std::size_t chunks = 0;
+    for (const auto& r : oa::reports()) chunks = std::max(chunks, r.chunks);
+    CHECK(chunks >= 2);
   }
 }

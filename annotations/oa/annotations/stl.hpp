@@ -1,7 +1,7 @@
 #pragma once
 // STL-style algorithms as lazy calls: oa::stl::transform, reduce,
 // transform_reduce, inner_product, count, count_if, min_element,
-// max_element, inclusive_scan, exclusive_scan, fill, iota and copy take
+// max_element, inclusive_scan, exclusive_scan, sort, fill, iota and copy take
 // containers (std::vector, std::span, Eigen vectors and 1-D arrays) or lazy
 // values of them, and return lazy values, so that a chain of them is one
 // pipeline: chunked, paged through the device's memory, and on a GPU one
@@ -33,6 +33,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "oa/annotations/sort_kernels.hpp"
 #include "oa/core/annotate.hpp"
 #include "oa/core/ops.hpp"
 
@@ -304,6 +305,36 @@ lazy<std::vector<T>> scan(In&& in, T init) {
   return scan_with_totals<Op, T, Inclusive>(std::forward<In>(in), std::move(totals), init);
 }
 
+// Sort, out of core: runs of sort_run elements sorted chunk by chunk (whole
+// runs per chunk), then the merge, whose chunks are ranges of ranks of the
+// result (sort_kernels.hpp). The merge writes the caller's container.
+inline constexpr std::size_t sort_run = std::size_t{1} << 18;
+using sort_runs = split::blocks<sort_run>;
+
+template <class T, bool Descending>
+inline constexpr auto sorted_runs = oa::annotate<"oa::stl::sort (runs)">(
+    oa::cpu([](const auto& in, auto& runs) {
+      std::copy(in.begin(), in.end(), runs.begin());
+      std::vector<T> scratch(std::min(runs.size(), sort_run));
+      for (std::size_t from = 0; from < runs.size(); from += sort_run) {
+        const std::size_t n = std::min(sort_run, runs.size() - from);
+        sort_detail::radix_sort<T, Descending>(std::span<T>(runs.data() + from, n), std::span<T>(scratch.data(), n));
+      }
+    }),
+    oa::args(oa::in<sort_runs>("first"), oa::out<sort_runs, std::vector<T>>("runs")));
+
+template <class T, bool Descending>
+inline constexpr auto merge_runs = oa::annotate<"oa::stl::sort (merge)">(
+    oa::cpu([](auto& out, const std::vector<T>& all) {
+      std::vector<std::span<const T>> runs;
+      for (std::size_t from = 0; from < all.size(); from += sort_run)
+        runs.emplace_back(all.data() + from, std::min(sort_run, all.size() - from));
+      const auto lo = sort_detail::split_at<T, Descending>(runs, out.first);
+      const auto hi = sort_detail::split_at<T, Descending>(runs, out.first + out.size());
+      sort_detail::merge_parts<T, Descending>(runs, lo, hi, std::span<T>(out.data(), out.size()));
+    }),
+    oa::args(oa::mut<split::indexed>("first"), oa::scalar<std::vector<T>>("runs")));
+
 /// op(init, reduced): a call of one unit, after the reduction.
 template <class Op, class R>
 inline constexpr auto combine_init = oa::annotate<"oa::stl::reduce (init)">(
@@ -450,6 +481,24 @@ template <class In, class T, class Op = std::plus<>>
 lazy<std::vector<T>> exclusive_scan(In&& in, T init, Op op = {}) {
   (void)op;
   return detail::scan<detail::reduction_t<Op>, T, false>(std::forward<In>(in), init);
+}
+
+/// std::sort(first, last, comp) with comp std::less (the default) or
+/// std::greater: `range` (the caller's container) is sorted in place when
+/// the calls run. Out of core: sorted runs, then a merge by ranges of ranks;
+/// on the host for now. Floating-point values must not be NaN (std::sort's
+/// strict weak ordering); -0.0 sorts before +0.0.
+template <class Range, class Compare = std::less<>>
+void sort(Range& range, Compare comp = {}) {
+  (void)comp;
+  using T = detail::element_t<Range>;
+  static_assert(!is_lazy_v<Range>, "oa::stl::sort sorts the caller's container in place: pass the container");
+  static_assert(std::is_arithmetic_v<T>, "oa::stl::sort: the elements are integers or floating point");
+  constexpr bool descending = std::is_same_v<Compare, std::greater<>> || std::is_same_v<Compare, std::greater<T>>;
+  static_assert(descending || std::is_same_v<Compare, std::less<>> || std::is_same_v<Compare, std::less<T>>,
+                "oa::stl::sort: the comparison is std::less or std::greater");
+  lazy<std::vector<T>> runs = detail::sorted_runs<T, descending>(range);
+  detail::merge_runs<T, descending>(range, std::move(runs));
 }
 
 /// std::count: how many elements equal `value`, as a lazy std::int64_t.

@@ -368,6 +368,15 @@ struct check_mut_lvalue {
                 "call updates in place (the instantiation names the function and the argument)");
   static constexpr bool value = true;
 };
+template <fixed_string Function, std::size_t Argument, bool NotLazy>
+struct check_mut_not_lazy {
+  static_assert(NotLazy,
+                "oa: a mut argument cannot take a lazy value: the call updates the caller's object in place, "
+                "and a lazy value has none yet. Pass the object (`auto x = lazy.get();` then the call on x), "
+                "or annotate the function with an out argument so that it makes a new lazy value "
+                "(the instantiation names the function and the argument)");
+  static constexpr bool value = true;
+};
 
 // Parameter types of a function with one signature; unknown for generic lambdas.
 template <class F, class = void>
@@ -702,10 +711,13 @@ class annotated {
         static_assert(Split::kind == split::split_kind::partitioned,
                       "oa::annotate: in and mut arguments take partitioned or broadcast split types");
         constexpr bool is_mut = S::role == spec::kind::mut;
-        if constexpr (is_mut)
-          static_assert(detail::check_mut_lvalue<Name, K + 1,
-                                                 std::is_lvalue_reference_v<A> && !is_lazy_v<A> &&
-                                                     !std::is_const_v<std::remove_reference_t<A>>>::value);
+        if constexpr (is_mut) {
+          static_assert(detail::check_mut_not_lazy<Name, K + 1, !is_lazy_v<A>>::value);
+          if constexpr (!is_lazy_v<A>)
+            static_assert(detail::check_mut_lvalue<Name, K + 1,
+                                                   std::is_lvalue_reference_v<A> &&
+                                                       !std::is_const_v<std::remove_reference_t<A>>>::value);
+        }
         const detail::value_ops* ops = &detail::partitioned_ops<Split, T>::table;
         // Forwarded as the caller passed it: a temporary is kept by the call.
         detail::value_ptr v = detail::bind_value<Split, T>(g, std::forward<A>(a), ops, fn, arg_name);
@@ -862,7 +874,9 @@ class annotated {
     if constexpr (!sig::known)
       static_assert(std::is_invocable_v<const F&, std::add_lvalue_reference_t<decltype(std::get<K>(b).view(a))>...>,
                     "oa::annotate: the CPU function cannot be called with the chunk views of the specs");
-    auto views = std::make_tuple(std::get<K>(b).view(a)...);
+    // Views returned by reference (a lazy scalar's object) stay references:
+    // a copy per chunk of a large broadcast value would cost a pass over it.
+    std::tuple<decltype(std::get<K>(b).view(a))...> views(std::get<K>(b).view(a)...);
     return std::apply([&](auto&... v) -> decltype(auto) { return std::invoke(f, v...); }, views);
   }
 
