@@ -24,7 +24,9 @@
 // (`template <class R> static R identity()`). Results are std::vector of the
 // result type, whatever the input container; a predicate's results are
 // std::vector<char> (0 or 1): std::vector<bool> packs bits and has no
-// contiguous storage to split.
+// contiguous storage to split. sort, the scans, iota, min_element and
+// max_element have no device function yet: they run on the host, out of core
+// (chunk by chunk), whatever the device.
 
 #include <algorithm>
 #include <cstdint>
