@@ -55,6 +55,19 @@ struct timed_run {
   std::optional<double> error;
 };
 
+/// Seconds of one run of `mode`: `standard()` (cpu), `standard(par)` (par),
+/// or `through_oa()` (oa, sequential: the configuration says which).
+template <class Standard, class ThroughOa>
+double time_mode(const std::string& mode, Standard&& standard, ThroughOa&& through_oa) {
+  const auto t0 = clock_type::now();
+  if (mode == "cpu") standard();
+#if defined(OA_BENCH_HAS_TBB)
+  else if (mode == "par") standard(std::execution::par);
+#endif
+  else through_oa();
+  return seconds_since(t0);
+}
+
 /// sum((a + b) * c) over three random arrays.
 template <class T>
 struct chain_workload {
@@ -88,13 +101,9 @@ struct chain_workload {
 
   timed_run run(const std::string& mode) const {
     acc_t<T> got{};
-    const auto t0 = clock_type::now();
-    if (mode == "cpu") got = standard(a, b, c);
-#if defined(OA_BENCH_HAS_TBB)
-    else if (mode == "par") got = standard(a, b, c, std::execution::par);
-#endif
-    else got = through_oa(a, b, c);
-    timed_run r{seconds_since(t0), std::nullopt};
+    timed_run r{time_mode(mode, [&](auto&&... policy) { got = standard(a, b, c, policy...); },
+                          [&] { got = through_oa(a, b, c); }),
+                std::nullopt};
     if (ref) r.error = relative(static_cast<double>(got), static_cast<double>(*ref));
     return r;
   }
@@ -118,20 +127,17 @@ struct scan_workload {
   timed_run run(const std::string& mode) const {
     std::vector<T> out;
     oa::lazy<std::vector<T>> sums;
-    const auto t0 = clock_type::now();
-    if (mode == "cpu") {
-      out.resize(a.size());
-      std::inclusive_scan(a.begin(), a.end(), out.begin());
-#if defined(OA_BENCH_HAS_TBB)
-    } else if (mode == "par") {
-      out.resize(a.size());
-      std::inclusive_scan(std::execution::par, a.begin(), a.end(), out.begin());
-#endif
-    } else {
-      sums = oa::stl::inclusive_scan(a);
-      (void)sums.get();
-    }
-    timed_run r{seconds_since(t0), std::nullopt};
+    timed_run r{time_mode(
+                    mode,
+                    [&](auto&&... policy) {
+                      out.resize(a.size());
+                      std::inclusive_scan(policy..., a.begin(), a.end(), out.begin());
+                    },
+                    [&] {
+                      sums = oa::stl::inclusive_scan(a);
+                      (void)sums.get();
+                    }),
+                std::nullopt};
     const std::vector<T>& got = sums.valid() ? sums.get() : out;
     if (!ref.empty()) {
       double worst = 0;
@@ -165,18 +171,13 @@ struct sort_workload {
 
   timed_run run(const std::string& mode) const {
     std::vector<T> x = a;
-    const auto t0 = clock_type::now();
-    if (mode == "cpu") {
-      std::sort(x.begin(), x.end());
-#if defined(OA_BENCH_HAS_TBB)
-    } else if (mode == "par") {
-      std::sort(std::execution::par, x.begin(), x.end());
-#endif
-    } else {
-      oa::stl::sort(x);
-      oa::evaluate();
-    }
-    timed_run r{seconds_since(t0), std::nullopt};
+    timed_run r{time_mode(
+                    mode, [&](auto&&... policy) { std::sort(policy..., x.begin(), x.end()); },
+                    [&] {
+                      oa::stl::sort(x);
+                      oa::evaluate();
+                    }),
+                std::nullopt};
     if (!ref.empty()) r.error = x == ref ? 0.0 : std::numeric_limits<double>::infinity();
     return r;
   }
