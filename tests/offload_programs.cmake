@@ -13,6 +13,8 @@
 #   -DEXPECT=below -DSTAGES=<count>: none did; the report counts each as below the
 #    operation's threshold (OA_OFFLOAD_GEMM_MIN, OA_OFFLOAD_ELEMENTS_MIN)
 #   -DDIMS=<dims>: optional, the dims every stage of OP must report (e.g. elements=1000)
+#   -DOP=stage -DCALLS=<f|g|...>: stages of annotated calls; those whose first call is one of
+#    CALLS are the ones counted (others, CPU-only calls on the host, may be listed too)
 # Both runs must print the same lines, their numbers agreeing within a relative
 # tolerance: 1e-9 on lines of double results, 1e-4 on lines naming float
 # (numbers below 1 in magnitude are held to it absolutely: entries near zero
@@ -56,6 +58,19 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
                           -DOP=cwise -DEXPECT=below -DSTAGES=64)
   oa_offload_program_test(example_eigen_haversine_below_threshold eigen_haversine 1000 ""
                           -DOP=cwise -DEXPECT=below -DSTAGES=32)
+
+  # A third-party library's program rebuilt with its annotations (oa_annotate):
+  # series of 300000 samples (2.4 MB) paged through a 256 KiB device; the
+  # element-wise call and the two hand-written kernels (their emulated twins
+  # are geo's own functions) in chunks, geo::total (CPU only) on the host.
+  oa_offload_program_test(example_geo_survey_paged geo_survey 300000
+                          "OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_HOST_THRESHOLD=0"
+                          -DOP=stage "-DCALLS=geo::rescale|geo::calibrate|geo::clamp" -DEXPECT=paged -DSTAGES=3
+                          -DBUDGET=262144)
+  oa_offload_program_test(example_geo_survey_fused geo_survey 300000
+                          "OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_HOST_THRESHOLD=0|OA_EMULATED_FUSED=1"
+                          -DOP=stage "-DCALLS=geo::rescale|geo::calibrate|geo::clamp" -DEXPECT=paged -DSTAGES=3
+                          -DBUDGET=262144)
   return()
 endif()
 
@@ -247,8 +262,12 @@ if(OP STREQUAL "gemm")
 elseif(OP STREQUAL "cwise")
   set(threshold OA_OFFLOAD_ELEMENTS_MIN)
   set(what "coefficient-wise assignments")
+elseif(OP STREQUAL "stage")
+  set(threshold OA_HOST_THRESHOLD)
+  set(what "annotated calls")
+  string(REPLACE "|" ";" calls "${CALLS}")
 else()
-  message(FATAL_ERROR "OP must be gemm or cwise, not '${OP}'")
+  message(FATAL_ERROR "OP must be gemm, cwise or stage, not '${OP}'")
 endif()
 # Only OP's stages count: the report may list other Eigen operations.
 set(op_stages 0)
@@ -260,10 +279,19 @@ if(stage_count GREATER 0)
     if(NOT op STREQUAL OP)
       continue()
     endif()
+    if(OP STREQUAL "stage")
+      json(first GET stage calls 0)
+      if(NOT first IN_LIST calls)
+        continue()
+      endif()
+    endif()
     math(EXPR op_stages "${op_stages} + 1")
     foreach(key dims device chunks peak_device_bytes)
       json(${key} GET stage ${key})
     endforeach()
+    if(OP STREQUAL "stage")
+      set(dims "${first}")
+    endif()
     json(error_type TYPE stage error)
     if(NOT error_type STREQUAL "NULL")
       message(FATAL_ERROR "${OP} ${dims} failed in the engine:\n${stage}")

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@
 #include "device_conformance.hpp"
 #include "oa/linalg/gemm.hpp"
 #include "oa/cuda/device.hpp"
+
+#include <cublas_v2.h>
 
 namespace {
 
@@ -100,6 +103,36 @@ TEST_CASE("cuda: a product read by element-wise work, and a GEMM whose C is the 
   oa::lazy<Eigen::MatrixXd> P = oa::linalg::product(A, B);
   oa::lazy<Eigen::MatrixXd> Q = oa::linalg::product(P, Eigen::MatrixXd(Eigen::MatrixXd::Identity(256, 256)));
   CHECK(max_rel(Q.get(), Eigen::MatrixXd(A * B)) <= 1e-12);
+}
+
+// A device function given as code: cuBLAS on the stream oa gives it (no
+// nvcc needed); the twin is the CPU function.
+inline constexpr auto scaled_copy = oa::annotate<"test::scaled_copy">(
+    oa::cpu([](std::span<const double> x, double k, std::span<double> y) {
+      for (std::size_t i = 0; i < x.size(); ++i) y[i] = k * x[i];
+    }),
+    oa::args(oa::in<oa::split::contiguous>("x"), oa::scalar<double>("k"),
+             oa::out<oa::split::contiguous, std::vector<double>>("y")),
+    oa::device_fn(oa::kernel([](const oa::stream_view& s, std::span<const double> x, double k, std::span<double> y) {
+      cublasHandle_t h = oa::cuda::blas_handle(s);
+      const int n = static_cast<int>(x.size());
+      if (cublasDcopy(h, n, x.data(), 1, y.data(), 1) != CUBLAS_STATUS_SUCCESS ||
+          cublasDscal(h, n, &k, y.data(), 1) != CUBLAS_STATUS_SUCCESS)
+        throw std::runtime_error("test::scaled_copy: cuBLAS refused the chunk");
+    })));
+
+TEST_CASE("cuda: a device function given as code runs on oa's streams over device memory, paged") {
+  oa_test::config_scope cs(cuda_config(std::size_t{1} << 20));
+  std::vector<double> x(1 << 20);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<double>(i % 1000) - 500.0;
+  const std::vector<double> y = scaled_copy(x, 0.25).get();
+  for (std::size_t i = 0; i < x.size(); ++i) REQUIRE(y[i] == 0.25 * x[i]);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].device.find("cuda") != std::string::npos);
+  CHECK(reps[0].chunks > 4);
+  CHECK(reps[0].host_reruns == 0);
+  CHECK(reps[0].peak_device_bytes <= std::size_t{1} << 20);
 }
 
 TEST_CASE("cuda: the workloads agree with plain Eigen") {

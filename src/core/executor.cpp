@@ -149,8 +149,12 @@ struct call_failed {
   std::exception_ptr error;
 };
 
+/// With `use_device_twin`, calls run their device functions: a function given
+/// as code enqueues its GPU work on `stream` when that is a CUDA device's,
+/// and runs its twin otherwise.
 void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_layout& L,
-               const std::vector<region>& regions, split::range r, std::byte* partials, bool use_device_twin) {
+               const std::vector<region>& regions, split::range r, std::byte* partials, bool use_device_twin,
+               const stream_view& stream = {}) {
   std::vector<region> args;
   std::size_t partial_offset = 0;
   for (std::size_t p = 0; p < s.calls.size(); ++p) {
@@ -164,7 +168,14 @@ void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_
       partial_offset += n.reduction->ops->partial_bytes;
     }
     try {
-      (use_device_twin ? n.device_twin : n.cpu)(ka);
+      if (!use_device_twin)
+        n.cpu(ka);
+      else if (!n.kernel)
+        n.device_twin(ka);
+      else if (stream.dev && stream.dev->kind() == device_kind::cuda)
+        n.kernel->gpu(ka, stream);
+      else
+        n.kernel->twin(ka);
     } catch (...) {
       throw call_failed{p, std::current_exception()};
     }
@@ -222,7 +233,8 @@ void run_fused_description(const stage& s, const std::vector<call_node>& nodes, 
 }  // namespace
 
 stage cancel_failed(const stage& s, const std::vector<call_node>& nodes) {
-  stage kept{{}, s.units, s.device_capable, s.contraction};
+  stage kept = s;
+  kept.calls.clear();
   for (int c : s.calls) {
     const call_node& n = nodes[static_cast<std::size_t>(c)];
     std::exception_ptr err;
@@ -701,9 +713,9 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
           };
         } else {
           undo_log* keep = in_place ? &undo : nullptr;
-          k.entry = [&s, &nodes, &L, regs, r, kernel_partial, keep, i, twins](const stream_view&) {
+          k.entry = [&s, &nodes, &L, regs, r, kernel_partial, keep, i, twins](const stream_view& stream) {
             if (keep) keep->save(i);
-            run_chunk(s, nodes, L, regs, r, kernel_partial, twins);
+            run_chunk(s, nodes, L, regs, r, kernel_partial, twins, stream);
           };
         }
         dev.launch_async(std::move(k), sl.stream.id());

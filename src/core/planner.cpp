@@ -34,7 +34,8 @@ std::vector<stage> form_stages(const std::vector<call_node>& nodes, const std::v
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (!live[i]) continue;
     const call_node& n = nodes[i];
-    const bool capable = n.device_twin || n.contraction;
+    const bool capable = n.device_twin || n.contraction || n.kernel;
+    const bool kernels = static_cast<bool>(n.kernel);
     // The earliest stage this call may join: after every stage producing
     // what it reads (a whole value it reads must be finished: strictly after),
     // and after every stage reading a version it updates in place.
@@ -53,13 +54,13 @@ std::vector<stage> form_stages(const std::vector<call_node>& nodes, const std::v
     int target = -1;
     for (int s = static_cast<int>(stages.size()) - 1; s >= earliest && !contraction; --s) {
       const stage& st = stages[static_cast<std::size_t>(s)];
-      if (!st.contraction && st.units == n.units && st.device_capable == capable) {
+      if (!st.contraction && st.units == n.units && st.device_capable == capable && st.kernels == kernels) {
         target = s;
         break;
       }
     }
     if (target < 0) {
-      stages.push_back({{}, n.units, capable, contraction});
+      stages.push_back({{}, n.units, capable, kernels, contraction});
       target = static_cast<int>(stages.size() - 1);
     }
     stages[static_cast<std::size_t>(target)].calls.push_back(static_cast<int>(i));

@@ -21,12 +21,13 @@ struct stage {
   std::vector<int> calls;  // node indices, program order
   std::size_t units = 0;
   bool device_capable = true;  // every call has a device function
+  bool kernels = false;        // device functions given as code (oa::kernel): never fused
   bool contraction = false;    // one contraction call, run tile by tile
 };
 
 /// Groups live calls into stages, run in order. A call joins the latest stage
-/// over the same units that can run it (all calls with device functions, or
-/// not) unless that would run it before something it depends on: a stage
+/// over the same units that can run it (all calls with element-wise device
+/// functions, all with device functions given as code, or all CPU-only) unless that would run it before something it depends on: a stage
 /// producing what it reads, a stage finishing a whole value it needs (a lazy
 /// broadcast, strictly earlier), or a stage reading a version it updates.
 /// Otherwise it opens a new stage.

@@ -25,9 +25,12 @@ placement place_stage(const stage& s, const std::vector<call_node>& nodes,
   if (!s.device_capable) {
     std::string cpu_only;
     for (int n : s.calls)
-      if (!node(n).device_twin && !node(n).contraction) cpu_only = node(n).name;
+      if (!node(n).device_twin && !node(n).contraction && !node(n).kernel) cpu_only = node(n).name;
     return {&host, "'" + cpu_only + "' has no device function"};
   }
+  if (s.kernels && dev.kind() == device_kind::cuda)
+    for (int n : s.calls)
+      if (!node(n).kernel->gpu) return {&host, "'" + node(n).name + "' has no GPU version in this build"};
   if (s.contraction) {
     const contraction_desc& d = *node(s.calls.front()).contraction;
     const std::size_t bytes = (d.m * d.k + d.k * d.n + d.m * d.n) * d.elem_bytes;
@@ -62,7 +65,7 @@ stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
   p.dev = &dev;
   p.fallback = &fallback;
   const bool in_place = dev.host_accessible();
-  const bool fused = !in_place && dev.compiles_kernels();
+  const bool fused = !in_place && dev.compiles_kernels() && !s.kernels;
   p.mode = in_place ? placement_mode::in_place : fused ? placement_mode::fused : placement_mode::staged;
   p.twins = s.device_capable && dev.runs_device_functions();
   p.layout = layout_stage(s, nodes, p.mode, needed_on_host);

@@ -71,7 +71,9 @@ inline constexpr spec::arg<spec::kind::mut, Split, Value> mut{};
 /// like the first split argument.
 template <class Split, class Result>
 inline constexpr spec::arg<spec::kind::out, Split, Result> out{};
-/// The function's return value, one per chunk, merged by a reduction split type.
+/// The function's return value, one per chunk: merged by a reduction split
+/// type, or, with a partitioned split type that can store it, the chunk's
+/// part of a result shaped like the first split argument (concatenated).
 template <class Split, class Result>
 inline constexpr spec::arg<spec::kind::ret, Split, Result> ret{};
 /// A scalar or small object every chunk sees whole.
@@ -98,6 +100,32 @@ template <class Op>
 constexpr elementwise_fn<Op> elementwise(Op op) {
   return {op};
 }
+/// A device function given as code, for work that is not element-wise (a
+/// kernel of the library's own .cu, CUB, cuBLAS). `gpu(stream, views...)`
+/// gets an oa::stream_view and the chunk's views of device memory (the CPU
+/// function's views, in spec order) and enqueues its work on that stream
+/// (oa::cuda::native_stream(stream)) without waiting for it; with a ret spec
+/// it gets, last, the device address of the chunk's partial (R*) to write in
+/// stream order. `twin` takes the CPU function's parameters and is what the
+/// host and emulated devices run in its place (by default the CPU function
+/// itself). `gpu` may be nullptr: this build has no GPU version (compiled
+/// without CUDA), and the call runs on the host when the device is a GPU.
+template <class Gpu, class Twin>
+struct kernel_fn {
+  Gpu gpu;
+  Twin twin;
+};
+/// kernel(gpu): the CPU function is the twin.
+struct cpu_as_twin {};
+template <class Gpu>
+constexpr kernel_fn<Gpu, cpu_as_twin> kernel(Gpu gpu) {
+  return {gpu, {}};
+}
+template <class Gpu, class Twin>
+constexpr kernel_fn<Gpu, Twin> kernel(Gpu gpu, Twin twin) {
+  return {gpu, twin};
+}
+
 template <class D>
 struct device_part {
   D d;
@@ -125,6 +153,11 @@ constexpr args_part<Specs...> args(Specs... s) {
 }
 
 namespace detail {
+
+template <template <class...> class Tmpl, class X>
+struct is_instance : std::false_type {};
+template <template <class...> class Tmpl, class... A>
+struct is_instance<Tmpl, Tmpl<A...>> : std::true_type {};
 
 // ---- value tables --------------------------------------------------------------
 template <class S, class T>
@@ -198,14 +231,14 @@ struct check_split_type {
     if constexpr (has_kind) return Split::kind;
     return split::split_kind::partitioned;
   }
-  static constexpr bool role_ok = !has_kind || (Role == spec::kind::ret   ? kind() == split::split_kind::reduction
+  static constexpr bool role_ok = !has_kind || (Role == spec::kind::ret   ? kind() != split::split_kind::broadcast
                                                 : Role == spec::kind::out ? kind() == split::split_kind::partitioned
                                                 : Role == spec::kind::mut ? kind() == split::split_kind::partitioned
                                                                           : kind() != split::split_kind::reduction);
   static_assert(role_ok,
                 "oa::annotate: this spec takes another kind of split type (in: partitioned or broadcast; mut and "
-                "out: partitioned; ret: reduction) (the instantiation names the function, the argument index and "
-                "the split type)");
+                "out: partitioned; ret: reduction, or partitioned with store) (the instantiation names the "
+                "function, the argument index and the split type)");
   static constexpr bool value = has_kind && has_name && role_ok;
 };
 
@@ -291,6 +324,31 @@ struct check_accepts {
                 "oa::annotate: split type has no `accepts<T>` (a static constexpr bool variable "
                 "template)" OA_DETAIL_NAMES_T);
   static constexpr bool value = split::contract::has_accepts<Split, T>;
+};
+
+/// A ret spec with a partitioned split type: the function returns its chunk
+/// of the result, which the split type stores into the chunk's region.
+template <fixed_string Function, std::size_t Argument, class Split, class R>
+struct check_returned_chunk {
+  static_assert(split::contract::has_store<Split, R>,
+                "oa::annotate: a ret spec with a partitioned split type needs `store(const R&, const region&, "
+                "const shape&, range)` to write the chunk the function returns" OA_DETAIL_NAMES_R);
+  static constexpr bool value = split::contract::has_store<Split, R>;
+};
+
+/// The return type of a CPU function whose signature is not known (a generic lambda).
+struct unknown_return {};
+/// What the CPU function returns converts to the ret spec's R.
+template <fixed_string Function, std::size_t Argument, class R, class Returned>
+struct check_return_type {
+  static constexpr bool value = std::is_same_v<Returned, unknown_return> ||
+                                (!std::is_void_v<Returned> && std::is_convertible_v<Returned, R>);
+  static_assert(std::is_void_v<Returned> || value,
+                "oa::annotate: the CPU function's return type does not convert to the ret spec's result type R "
+                "(the instantiation names the function, the argument index, R and the return type)");
+  static_assert(!std::is_void_v<Returned>,
+                "oa::annotate: the CPU function returns nothing, but the annotation has a ret spec (the "
+                "instantiation names the function and the argument index)");
 };
 
 template <fixed_string Function, std::size_t Argument, class Split, class R>
@@ -398,6 +456,16 @@ struct signature_of<R (C::*)(P...) const noexcept> : signature_of<R (*)(P...)> {
 template <class F>
 struct signature_of<F, std::void_t<decltype(&F::operator())>> : signature_of<decltype(&F::operator())> {};
 
+/// A function's return type, or unknown_return when its signature is not known.
+template <class F, bool = signature_of<F>::known>
+struct return_of {
+  using type = unknown_return;
+};
+template <class F>
+struct return_of<F, true> {
+  using type = typename signature_of<F>::result;
+};
+
 template <class A, bool = is_lazy_v<A>>
 struct value_type_of_impl {
   using type = std::remove_cvref_t<A>;
@@ -426,6 +494,30 @@ struct part_binder {
     else
       return S::template make_view<arg_t>(a.regions[slot], shape, a.r);
   }
+  /// What a GPU function gets: the split type's device view, else its view.
+  auto device_view(const kernel_args& a) const {
+    if constexpr (!split::contract::has_device_view<S, arg_t>)
+      return view(a);
+    else if constexpr (split::has_state<S, T>)
+      return S::template make_device_view<arg_t>(a.regions[slot], shape, a.r,
+                                                 *static_cast<const split::state_t<S, T>*>(state.get()));
+    else
+      return S::template make_device_view<arg_t>(a.regions[slot], shape, a.r);
+  }
+  /// A writable view that is a copy of the chunk goes back to its region.
+  template <class V>
+  void write_back(const V& v, const kernel_args& a) const {
+    if constexpr (!Const && split::contract::has_store<S, V>) S::store(v, a.regions[slot], shape, a.r);
+  }
+  /// A chunk the function returned: stored into its region, its length checked.
+  template <class R>
+  void store(const R& chunk, const kernel_args& a, const char* fn) const {
+    const std::size_t got = S::shape_of(chunk).units;
+    if (got != a.r.size())
+      throw error(std::string("oa: ") + fn + " returned a chunk of " + std::to_string(got) + " units for a chunk of " +
+                  std::to_string(a.r.size()) + " (a function returning its chunk of a result must keep its length)");
+    S::store(chunk, a.regions[slot], shape, a.r);
+  }
   std::conditional_t<Const, const elem_t*, elem_t*> elements(const kernel_args& a) const {
     return reinterpret_cast<elem_t*>(a.regions[slot].data);
   }
@@ -435,11 +527,15 @@ template <class B>
 struct scalar_binder {
   B value;
   const B& view(const kernel_args&) const { return value; }
+  const B& device_view(const kernel_args&) const { return value; }
+  void write_back(const B&, const kernel_args&) const {}
 };
 template <class B>
 struct lazy_scalar_binder {
   value_ptr v;
   const B& view(const kernel_args&) const { return *static_cast<const B*>(v->object); }
+  const B& device_view(const kernel_args& a) const { return view(a); }
+  void write_back(const B&, const kernel_args&) const {}
 };
 
 template <class X>
@@ -520,6 +616,16 @@ class annotated {
   using result_type = typename detail::call_result<decltype(std::tuple_cat(
       std::declval<typename detail::result_piece<Specs>::type>()...))>::type;
   static constexpr bool has_device = !std::is_same_v<Dev, no_device>;
+  /// The last spec is a ret whose split type is partitioned: the function
+  /// returns its chunk of a result.
+  static constexpr bool returns_chunk = [] {
+    if constexpr (n_rets == 1)
+      return std::tuple_element_t<n_specs - 1, specs_t>::split::kind == split::split_kind::partitioned;
+    else
+      return false;
+  }();
+  static constexpr bool has_kernel = detail::is_instance<kernel_fn, Dev>::value;
+  static constexpr bool has_elementwise = has_device && !has_kernel;
 
   template <class... Args>
   auto operator()(Args&&... a) const {
@@ -559,6 +665,8 @@ class annotated {
     else
       return check_spec<K, typename S::value>();
   }
+  /// The CPU function's return type (unknown for a generic lambda).
+  using returned_type = typename detail::return_of<Cpu>::type;
   // Argument index in messages is 1-based, as a person counts them.
   /// Spec K's split type for values of type T (its contract, whether it
   /// splits T), then T's chunk view against the CPU function's parameter.
@@ -568,8 +676,10 @@ class annotated {
     using Split = typename S::split;
     if constexpr (!detail::check_split_type<Name, K + 1, Split, S::role>::value)
       return false;
-    else if constexpr (S::role == spec::kind::ret)
-      return detail::check_reduction_split<Name, K + 1, Split, T>::value;
+    else if constexpr (S::role == spec::kind::ret && Split::kind == split::split_kind::reduction) {
+      if constexpr (!detail::check_reduction_split<Name, K + 1, Split, T>::value) return false;
+      else return detail::check_return_type<Name, K + 1, T, returned_type>::value;
+    }
     else if constexpr (!detail::check_accepts<Name, K + 1, Split, T>::value)
       return false;
     else if constexpr (!detail::check_splittable<Name, K + 1, Split, T>::value)
@@ -581,6 +691,10 @@ class annotated {
     } else if constexpr (S::role == spec::kind::out) {
       if constexpr (!detail::check_result_split<Name, K + 1, Split, T>::value) return false;
       else return check_view<K, T>();
+    } else if constexpr (S::role == spec::kind::ret) {
+      if constexpr (!detail::check_result_split<Name, K + 1, Split, T>::value) return false;
+      else if constexpr (!detail::check_returned_chunk<Name, K + 1, Split, T>::value) return false;
+      else return detail::check_return_type<Name, K + 1, T, returned_type>::value;
     } else {
       return check_view<K, T>();
     }
@@ -616,7 +730,7 @@ class annotated {
       return check_spec<K, given_type<K, Given>>();
     else if constexpr (!check_spec<K, typename S::value>())
       return false;  // reported where the annotation is declared
-    else if constexpr (S::role == spec::kind::out)
+    else if constexpr (S::split::kind == split::split_kind::partitioned)  // out, or a returned chunk
       return detail::check_result_state<Name, K + 1, typename S::split, typename S::value,
                                         typename decltype(prototype_state<K, Given>())::type>::value;
     else
@@ -747,10 +861,11 @@ class annotated {
         node.args.push_back(std::move(na));
         return detail::part_binder<Split, T, !is_mut>{slot++, v->shape, v->state};
       }
-    } else if constexpr (S::role == spec::kind::out) {
+    } else if constexpr (S::role == spec::kind::out || Split::kind == split::split_kind::partitioned) {
+      // An out argument, or the chunks a function returns: a new value.
       using R = typename S::value;
       if (!have_like)
-        throw invalid_argument(std::string(Name.view()), arg_name, "an out argument needs a split argument to take its shape from");
+        throw invalid_argument(std::string(Name.view()), arg_name, "a result needs a split argument to take its shape from");
       auto v = std::make_shared<detail::value_state>();
       v->label = "result of " + std::string(Name.view());
       v->ops = &detail::partitioned_ops<Split, R>::table;
@@ -796,7 +911,7 @@ class annotated {
                              "has " + std::to_string(s.units) + " units to split where " +
                                  argument_label_dyn(like_arg) + " has " + std::to_string(units) +
                                  " (the split arguments of one call must have equal lengths)");
-    if constexpr (has_device)
+    if constexpr (has_elementwise)
       if (s.inner != like.inner)
         throw invalid_argument(fn, arg_name,
                                "has " + std::to_string(s.inner) + " elements per unit where " +
@@ -819,18 +934,16 @@ class annotated {
 
   template <class Binders, std::size_t... K>
   void make_kernels(detail::call_node& node, const Binders& b, std::index_sequence<K...>) const {
-    constexpr bool has_ret = n_rets == 1;
-    auto cpu = cpu_;
-    node.cpu = [cpu, b](const detail::kernel_args& a) {
-      if constexpr (has_ret) {
-        using R = typename spec_at<n_specs - 1>::value;
-        R partial = invoke_cpu(cpu, a, b, std::make_index_sequence<n_specs - 1>{});
-        std::memcpy(a.partial, &partial, sizeof(R));
-      } else {
-        invoke_cpu(cpu, a, b, std::make_index_sequence<n_specs>{});
-      }
-    };
-    if constexpr (has_device) {
+    node.cpu = host_kernel(cpu_, b);
+    if constexpr (has_kernel) {
+      auto k = std::make_shared<detail::device_kernel>();
+      if constexpr (!std::is_null_pointer_v<decltype(dev_.gpu)>) k->gpu = gpu_entry(dev_.gpu, b);
+      if constexpr (std::is_same_v<decltype(dev_.twin), cpu_as_twin>)
+        k->twin = node.cpu;
+      else
+        k->twin = host_kernel(dev_.twin, b);
+      node.kernel = std::move(k);
+    } else if constexpr (has_device) {
       node.device_twin = make_twin(b, std::index_sequence<K...>{});
       auto d = std::make_shared<detail::elementwise_desc>();
       d->op = Dev::op_type::name;
@@ -838,11 +951,57 @@ class annotated {
       node.elementwise = std::move(d);
     }
   }
+  /// A function with the CPU function's parameters, over one chunk: its
+  /// result, with a ret spec, is the chunk's partial.
+  template <class F, class Binders>
+  static detail::kernel_fn host_kernel(F f, const Binders& b) {
+    return [f, b](const detail::kernel_args& a) {
+      if constexpr (returns_chunk) {
+        using R = typename spec_at<n_specs - 1>::value;
+        const R chunk = invoke_cpu(f, a, b, std::make_index_sequence<n_specs - 1>{});
+        std::get<n_specs - 1>(b).store(chunk, a, Name.data);
+      } else if constexpr (n_rets == 1) {
+        using R = typename spec_at<n_specs - 1>::value;
+        R partial = invoke_cpu(f, a, b, std::make_index_sequence<n_specs - 1>{});
+        std::memcpy(a.partial, &partial, sizeof(R));
+      } else {
+        invoke_cpu(f, a, b, std::make_index_sequence<n_specs>{});
+      }
+    };
+  }
+  /// An oa::kernel's GPU function over one chunk: the stream, the views,
+  /// and with a ret spec the device address of the chunk's partial.
+  template <class F, class Binders>
+  static detail::entry_fn gpu_entry(F f, const Binders& b) {
+    return [f, b](const detail::kernel_args& a, const stream_view& s) {
+      if constexpr (returns_chunk) {
+        invoke_gpu(f, s, a, b, std::make_index_sequence<n_specs - 1>{}, std::get<n_specs - 1>(b).device_view(a));
+      } else if constexpr (n_rets == 1) {
+        using R = typename spec_at<n_specs - 1>::value;
+        invoke_gpu(f, s, a, b, std::make_index_sequence<n_specs - 1>{}, reinterpret_cast<R*>(a.partial));
+      } else {
+        invoke_gpu(f, s, a, b, std::make_index_sequence<n_specs>{});
+      }
+    };
+  }
+  template <class F, class Binders, std::size_t... K, class... Partial>
+  static void invoke_gpu(const F& f, const stream_view& s, const detail::kernel_args& a, const Binders& b,
+                         std::index_sequence<K...>, Partial... partial) {
+    static_assert(
+        std::is_invocable_v<const F&, const stream_view&,
+                            std::add_lvalue_reference_t<decltype(std::get<K>(b).device_view(a))>..., Partial...>,
+        "oa::kernel: the GPU function cannot be called as gpu(oa::stream_view, views...) with the chunk's device "
+        "views of the specs (and, with a ret spec, R* or the result's device view last) (the instantiation names "
+        "the function)");
+    std::tuple<decltype(std::get<K>(b).device_view(a))...> views(std::get<K>(b).device_view(a)...);
+    std::apply([&](auto&... v) { std::invoke(f, s, v..., partial...); }, views);
+  }
+
   // One spec of an element-wise call, for kernel generation (oa/core/fusion.hpp).
   template <std::size_t K, class X>
   static void describe_operand(detail::elementwise_desc& d, const detail::call_node& node, const X& x) {
     constexpr spec::kind k = kinds[K];
-    if constexpr (k == spec::kind::ret) {
+    if constexpr (k == spec::kind::ret && !detail::is_part_binder<X>::value) {
       using S = spec_at<K>;
       static_assert(requires { S::split::op::device_op; },
                     "oa::annotate: a reduction used with a device function needs a device_op name (see reduce.hpp)");
@@ -851,7 +1010,7 @@ class annotated {
     } else if constexpr (detail::is_part_binder<X>::value) {
       using E = typename X::elem_t;
       fusion::describe_array<E>(d, static_cast<int>(x.slot), k == spec::kind::in || k == spec::kind::mut,
-                                k == spec::kind::out || k == spec::kind::mut);
+                                k != spec::kind::in);
     } else {
       using B = std::remove_cvref_t<decltype(x.view(std::declval<const detail::kernel_args&>()))>;
       static_assert(std::is_arithmetic_v<B>, "oa::annotate: element-wise device functions take arithmetic scalars");
@@ -877,7 +1036,18 @@ class annotated {
     // Views returned by reference (a lazy scalar's object) stay references:
     // a copy per chunk of a large broadcast value would cost a pass over it.
     std::tuple<decltype(std::get<K>(b).view(a))...> views(std::get<K>(b).view(a)...);
-    return std::apply([&](auto&... v) -> decltype(auto) { return std::invoke(f, v...); }, views);
+    // Views that are copies of their chunk (the library's own type) go back
+    // to their regions once the function has written them.
+    auto write_back = [&] { (std::get<K>(b).write_back(std::get<K>(views), a), ...); };
+    using result = std::invoke_result_t<const F&, std::add_lvalue_reference_t<decltype(std::get<K>(b).view(a))>...>;
+    if constexpr (std::is_void_v<result>) {
+      std::apply([&](auto&... v) { std::invoke(f, v...); }, views);
+      write_back();
+    } else {
+      auto r = std::apply([&](auto&... v) { return std::invoke(f, v...); }, views);
+      write_back();
+      return r;
+    }
   }
 
   // The element-wise device function over one packed chunk: operands are the
@@ -894,7 +1064,7 @@ class annotated {
       auto srcs = std::tuple_cat(operand<K>(std::get<K>(b), a)...);
       auto at = [&](std::size_t i) { return std::apply([&](const auto&... s) { return op(s.at(i)...); }, srcs); };
       constexpr std::size_t w = write_index();
-      if constexpr (kinds[w] == spec::kind::ret) {
+      if constexpr (kinds[w] == spec::kind::ret && !returns_chunk) {
         using S = spec_at<w>;
         using R = typename S::value;
         R acc = S::split::template identity<R>();
@@ -960,13 +1130,6 @@ class annotated {
   double cost_;
   std::tuple<Specs...> specs_;
 };
-
-namespace detail {
-template <template <class...> class Tmpl, class X>
-struct is_instance : std::false_type {};
-template <template <class...> class Tmpl, class... A>
-struct is_instance<Tmpl, Tmpl<A...>> : std::true_type {};
-}  // namespace detail
 
 /// Builds an annotated function from its parts: oa::cpu(f) and oa::args(...)
 /// are required; oa::device_fn(...) and oa::cost(...) are optional, in any order.

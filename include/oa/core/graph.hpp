@@ -3,9 +3,10 @@
 //
 // Types are erased here so that one engine plans and runs every frontend's
 // calls. A value knows how to find chunk [begin, end) in its host storage and
-// how to create that storage; a call node carries two kernels over a chunk:
-// the annotation's CPU function and, when the annotation names one, the host
-// twin of its device function.
+// how to create that storage; a call node carries the annotation's CPU
+// function over a chunk and, when the annotation names one, its device
+// function: element-wise (fused into generated kernels; a host twin) or
+// given as code (oa::kernel).
 
 #include <atomic>
 #include <cstddef>
@@ -73,6 +74,18 @@ struct kernel_args {
   std::byte* partial = nullptr;  // reduction partial of this chunk, if the call has one
 };
 using kernel_fn = std::function<void(const kernel_args&)>;
+/// A chunk's work enqueued on a device stream (see device_entry).
+using entry_fn = std::function<void(const kernel_args&, const stream_view&)>;
+
+/// A device function given as code (oa::kernel): on the CUDA device `gpu`
+/// enqueues the chunk's work on the stream it is given, over the chunk's
+/// device memory; host and emulated devices run `twin` in its place, in
+/// stream order. No `gpu`: the build has no GPU version (such a call runs
+/// on the host when the device is a GPU).
+struct device_kernel {
+  entry_fn gpu;
+  kernel_fn twin;
+};
 
 enum class arg_role : std::uint8_t { in, mut, out };
 
@@ -108,6 +121,7 @@ struct call_node {
   kernel_fn cpu;                    // the annotated CPU function over a chunk
   kernel_fn device_twin;            // host twin of the device function; empty: CPU only
   std::shared_ptr<const elementwise_desc> elementwise;  // for kernel generation; set with device_twin
+  std::shared_ptr<const device_kernel> kernel;          // a device function given as code (not fused)
   double cost_per_unit = 1.0;       // relative work per unit (annotation's estimate)
   const char* report_op = nullptr;  // the stage report's op when set (an Eigen hook's: "gemv", "cwise", ...)
   /// A contraction (a matrix product) rather than a chunked call: args are

@@ -58,6 +58,16 @@ class lazy {
     return *static_cast<const T*>(v_->object);
   }
   operator const T&() const { return get(); }
+  /// The value, moved out when this is its only handle and the runtime owns
+  /// it (a result), else copied; the handle is empty afterwards. For eager
+  /// wrappers that return a library's own type by value.
+  T take() && {
+    const T& value = get();
+    lazy self(std::move(*this));
+    if (self.v_->owned && self.v_->handles.load(std::memory_order_relaxed) == 1)
+      return std::move(*static_cast<T*>(self.v_->object));
+    return value;
+  }
 
   bool valid() const noexcept { return v_ != nullptr; }
   bool ready() const noexcept { return v_ && v_->status == detail::value_status::ready; }

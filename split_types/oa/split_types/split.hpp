@@ -34,6 +34,20 @@
 // Only CPU functions and host twins see state: device kernels (generated
 // from element-wise functors) see element data alone, so a call whose result
 // depends on the state must not name a device function.
+// Chunks as the library's own type: a view may be an object that holds a copy
+// of the chunk (a library type that owns its storage: a Series with a
+// std::vector). Such a split type has
+//   store(const V&, const region&, const shape&, range)
+//                                 writes a chunk object V (a view, or what a
+//                                 function returned) into the chunk's region.
+// With it, a view of a mut or out argument is written back after the call,
+// and a `ret` spec may take the split type: the function returns its chunk
+// of a result shaped like the first split argument (Series f(const Series&)).
+// Views that are copies live in host memory; a GPU function (oa::kernel) is
+// given device views instead, when the split type has
+//   device_view<T>                the view a GPU function gets (pointers into
+//                                 device memory, and the state)
+//   make_device_view<T>(region, shape, range[, const state<T>&]) -> device_view<T>
 // Broadcast split types have accepts<T>. Reduction split types have
 // identity<R>(), combine<R>(a, b) and merge<R>(std::span<const R>) (see reduce.hpp).
 // Merging partitioned results is concatenation: each chunk is written to its
@@ -241,6 +255,18 @@ template <class S, class R, class P>
 concept has_result_state_from = !std::is_void_v<P> && (requires(const P* p) {
   { S::template result_state<R>(*p) } -> std::convertible_to<state_t<S, R>>;
 } || std::convertible_to<const P&, state_t<S, R>>);
+/// store(v, region, shape, range): writes a chunk object back (see above).
+template <class S, class V>
+concept has_store = requires(const V& v, const region& g, const shape& s, range r) { S::store(v, g, s, r); };
+/// device_view<T> and make_device_view<T>: what a GPU function is given.
+template <class S, class T>
+concept has_device_view =
+    requires { typename S::template device_view<T>; } &&
+    (has_state<S, T> ? requires(const region& g, const shape& s, range r, const state_t<S, T>* st) {
+      { S::template make_device_view<T>(g, s, r, *st) } -> std::same_as<typename S::template device_view<T>>;
+    } : requires(const region& g, const shape& s, range r) {
+      { S::template make_device_view<T>(g, s, r) } -> std::same_as<typename S::template device_view<T>>;
+    });
 template <class S, class R>
 concept has_identity = requires {
   { S::template identity<R>() } -> std::convertible_to<R>;
