@@ -436,6 +436,16 @@ struct check_mut_not_lazy {
   static constexpr bool value = true;
 };
 
+template <fixed_string Function, bool Callable>
+struct check_gpu_call {
+  static_assert(Callable,
+                "oa::kernel: the GPU function cannot be called as gpu(oa::stream_view, views...) with the chunk's "
+                "device views of the specs (the split type's device_view, else its view), in spec order, and with "
+                "a ret spec last the result's device view (or R* for a reduction) (the instantiation names the "
+                "function)");
+  static constexpr bool value = Callable;
+};
+
 // Parameter types of a function with one signature; unknown for generic lambdas.
 template <class F, class = void>
 struct signature_of {
@@ -987,14 +997,13 @@ class annotated {
   template <class F, class Binders, std::size_t... K, class... Partial>
   static void invoke_gpu(const F& f, const stream_view& s, const detail::kernel_args& a, const Binders& b,
                          std::index_sequence<K...>, Partial... partial) {
-    static_assert(
+    constexpr bool callable =
         std::is_invocable_v<const F&, const stream_view&,
-                            std::add_lvalue_reference_t<decltype(std::get<K>(b).device_view(a))>..., Partial...>,
-        "oa::kernel: the GPU function cannot be called as gpu(oa::stream_view, views...) with the chunk's device "
-        "views of the specs (and, with a ret spec, R* or the result's device view last) (the instantiation names "
-        "the function)");
-    std::tuple<decltype(std::get<K>(b).device_view(a))...> views(std::get<K>(b).device_view(a)...);
-    std::apply([&](auto&... v) { std::invoke(f, s, v..., partial...); }, views);
+                            std::add_lvalue_reference_t<decltype(std::get<K>(b).device_view(a))>..., Partial...>;
+    if constexpr (detail::check_gpu_call<Name, callable>::value) {
+      std::tuple<decltype(std::get<K>(b).device_view(a))...> views(std::get<K>(b).device_view(a)...);
+      std::apply([&](auto&... v) { std::invoke(f, s, v..., partial...); }, views);
+    }
   }
 
   // One spec of an element-wise call, for kernel generation (oa/core/fusion.hpp).
