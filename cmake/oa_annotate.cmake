@@ -18,8 +18,13 @@
 # the library's headers and sources only as that namespace; the program
 # including the library through HEADERS (a header of the library reached
 # only from another library header is renamed with it). Qualified calls
-# (ns::f(...)) reach the annotated functions; a call found by
-# argument-dependent lookup reaches the library's own (ns_plain's), on the CPU.
+# (ns::f(...)) reach the annotated functions. An unqualified call finds the
+# library's own function by argument-dependent lookup (the types live in
+# ns_plain): alone, it runs on the CPU; with a using-declaration or
+# using-directive that also finds the annotated one, it is ambiguous (a
+# compile error naming both).
+# GPU_SOURCES need oa built with CUDA and the CUDA language enabled; without,
+# a warning says they are left out.
 function(oa_annotate target)
   cmake_parse_arguments(ANN "" "LIBRARY;NAMESPACE;ANNOTATIONS" "HEADERS;GPU_SOURCES" ${ARGN})
   set(_fn "oa_annotate(${target})")
@@ -51,6 +56,14 @@ function(oa_annotate target)
   set(_gpu OFF)
   if(OA_HAS_CUDA AND ANN_GPU_SOURCES AND "CUDA" IN_LIST _languages)
     set(_gpu ON)
+  elseif(ANN_GPU_SOURCES AND NOT TARGET ${ANN_LIBRARY}_oa)
+    if(NOT OA_HAS_CUDA)
+      set(_why "oa was built without the CUDA toolkit")
+    else()
+      set(_why "the CUDA language is not enabled in this project (project(... CUDA) or enable_language(CUDA))")
+    endif()
+    message(WARNING "${_fn}: GPU_SOURCES not built: ${_why}; the annotations' GPU versions are left out "
+                    "(OA_ANNOTATIONS_GPU is not defined)")
   endif()
 
   # The library, renamed: built once, shared by every target annotated with it.

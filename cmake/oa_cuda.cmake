@@ -14,6 +14,13 @@ if(NOT OA_ENABLE_CUDA STREQUAL "OFF")
   if(CMAKE_CUDA_COMPILER)
     enable_language(CUDA)
     find_package(CUDAToolkit)
+    # oa's headers are C++20, which nvcc 12+ takes; CMake before 3.26 does not
+    # know the flag for it.
+    if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12)
+      set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+      set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+      list(APPEND CMAKE_CUDA_COMPILE_FEATURES cuda_std_20)
+    endif()
   endif()
   if(CMAKE_CUDA_COMPILER AND CUDAToolkit_FOUND)
     set(OA_HAS_CUDA ON)
@@ -41,7 +48,8 @@ function(oa_configure_cuda target)
   list(JOIN dirs ":" dirs_joined)
   target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda/nvrtc_compiler.cpp
                                    ${PROJECT_SOURCE_DIR}/src/cuda/cuda_device.cpp
-                                   ${PROJECT_SOURCE_DIR}/src/cuda/gemm_cublas.cpp)
+                                   ${PROJECT_SOURCE_DIR}/src/cuda/gemm_cublas.cpp
+                                   ${PROJECT_SOURCE_DIR}/src/cuda/stl_cub.cu)
   target_compile_definitions(${target} PUBLIC OA_HAS_CUDA=1 PRIVATE OA_CUDA_INCLUDE_DIRS="${dirs_joined}")
   # CUDA::nvrtc carries CUDA::cuda_driver (libcuda) as a dependency; NVRTC
   # itself does not need the driver, so its library is linked alone.

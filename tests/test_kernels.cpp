@@ -66,6 +66,15 @@ inline constexpr auto sum_squares = oa::annotate<"test::sum_squares">(
       return s;
     })));
 
+// With scratch memory for its GPU function: planned with the stage's buffers.
+void affine_gpu_scratch(const oa::stream_view&, std::span<const double>, std::span<double>, std::span<std::byte>) {
+  ++gpu_calls;
+}
+inline constexpr auto affine_scratch = oa::annotate<"test::affine_scratch">(
+    oa::cpu(&affine_cpu),
+    oa::args(oa::in<oa::split::contiguous>("x"), oa::out<oa::split::contiguous, std::vector<double>>("y")),
+    oa::device_fn(oa::kernel(&affine_gpu_scratch).scratch(8, 4096)));
+
 // Updates in place, and fails on a negative value.
 void checked_halve(std::span<double> x) {
   for (double& v : x) {
@@ -274,6 +283,24 @@ TEST_CASE("oa::kernel: a stage of its own between element-wise stages, also wher
     for (const auto& rep : reps) CHECK(rep.device == "emulated");
     CHECK(reps[1].calls == std::vector<std::string>{"test::affine"});
   }
+}
+
+TEST_CASE("oa::kernel: scratch memory of a GPU function is planned within the budget, per unit and fixed") {
+  oa_test::config_scope cs(paged(false));
+  const std::vector<double> x = ramp(50000);
+  const std::vector<double> y = affine_scratch(x).get();
+  CHECK(y[49999] == 2 * x[49999] + 1);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].device == "emulated");
+  // x and y, and the scratch's 8 bytes per unit.
+  CHECK(reps[0].bytes_per_unit == 2 * sizeof(double) + 8);
+  CHECK(reps[0].chunks > 1);
+  CHECK(reps[0].peak_device_bytes <= std::size_t{64} << 10);
+  // Every slot holds the scratch's fixed 4096 bytes too: the chunk is smaller than without it.
+  oa::clear_reports();
+  (void)affine(x).get();
+  CHECK(oa::reports().at(0).chunk_units > reps[0].chunk_units);
 }
 
 TEST_CASE("oa::kernel: an error of the device function reaches the caller; the caller's data is as it was") {

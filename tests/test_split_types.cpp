@@ -724,7 +724,7 @@ TEST_CASE("stateful: split, view and merge through the engine's copy path") {
         CAPTURE(r.begin);
         CAPTURE(r.end);
         const oa::region h = ops.host_region(&x, r);
-        const oa::region p = ops.packed_region(buf.at(r), sh, r);
+        const oa::region p = ops.packed_region(buf.at(r), sh, r, &st);
         stage_contiguous_chunk(h, p, sh, r);
         // The staged chunk, viewed on the "device", carries the state.
         const geo::view v = series_split::make_view<const Series>(p, sh, r, st);
@@ -743,7 +743,7 @@ TEST_CASE("stateful: split, view and merge through the engine's copy path") {
       REQUIRE(object != nullptr);
       Series& y = *static_cast<Series*>(object);
       CHECK(ops.shape_of(&y) == sh);
-      for (const range& r : rs) oa::copy_region(ops.host_region(&y, r), ops.packed_region(buf.at(r), sh, r));
+      for (const range& r : rs) oa::copy_region(ops.host_region(&y, r), ops.packed_region(buf.at(r), sh, r, &st));
       CHECK(y.values == x.values);
       CHECK(y.name == x.name);
       CHECK(y.scale == x.scale);

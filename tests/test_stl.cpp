@@ -231,6 +231,37 @@ TEST_CASE("algorithms with the standard function objects run on the device, othe
   CHECK(reps[0].placement_reason.find("std::transform") != std::string::npos);
 }
 
+namespace {
+// A functor of the user's, marked device-callable (its operator() would be
+// __host__ __device__ in code compiled by nvcc).
+struct clamp_to {
+  static constexpr bool oa_device_callable = true;
+  double lo, hi;
+  double operator()(double v) const { return v < lo ? lo : v > hi ? hi : v; }
+};
+struct blend {
+  static constexpr bool oa_device_callable = true;
+  double t;
+  double operator()(double a, double b) const { return a * t + b * (1 - t); }
+};
+}  // namespace
+
+TEST_CASE("user functors marked device-callable run on the device, paged; their results equal std::transform") {
+  const std::vector<double> a = random_vector<double>(70000, 5), b = random_vector<double>(70000, 6);
+  config_scope cs(oa_test::emulated_config(256 << 10));
+  const clamp_to f{-0.5, 0.5};
+  std::vector<double> want(a.size());
+  std::transform(a.begin(), a.end(), want.begin(), f);
+  CHECK(oa::stl::transform(a, f).get() == want);
+  std::transform(a.begin(), a.end(), b.begin(), want.begin(), blend{0.25});
+  CHECK(oa::stl::transform(a, b, blend{0.25}).get() == want);
+  CHECK(device_stages() == 2);
+  for (const auto& r : oa::reports()) {
+    CHECK(r.chunks > 1);
+    CHECK(r.peak_device_bytes <= std::size_t{256} << 10);
+  }
+}
+
 TEST_CASE("scans carry across many blocks and chunks, and stay within the budget on the device") {
   // 2^20 + 3 elements: 17 scan blocks, the last one short; chunks of a few blocks.
   const std::size_t n = (std::size_t{1} << 20) + 3;
@@ -289,4 +320,46 @@ TEST_CASE_TEMPLATE("sort: many runs, duplicates, sorted and reversed input, both
     for (const auto& r : oa::reports()) chunks = std::max(chunks, r.chunks);
     CHECK(chunks >= 2);
   }
+}
+
+TEST_CASE("sort and scan on the device: runs and blocks paged through its memory; a unit larger than the budget goes to the host") {
+  const std::size_t n = 3 * (std::size_t{1} << 20) + 12345;  // 13 runs, 49 scan blocks
+  const std::vector<std::int64_t> a = random_vector<std::int64_t>(n, 23);
+  std::vector<std::int64_t> want = a;
+  std::sort(want.begin(), want.end());
+  std::vector<std::int64_t> want_scan(n);
+  std::inclusive_scan(a.begin(), a.end(), want_scan.begin());
+  const std::size_t budget = std::size_t{16} << 20;  // a sixth of the data: a run, its output and scratch fit
+  {
+    config_scope cs(oa_test::emulated_config(budget));
+    std::vector<std::int64_t> v = a;
+    oa::stl::sort(v);
+    oa::evaluate();
+    CHECK(v == want);
+    CHECK(oa::stl::inclusive_scan(a).get() == want_scan);
+    bool runs_on_device = false;
+    for (const auto& r : oa::reports()) {
+      CAPTURE(r.calls.front());
+      CHECK(r.peak_device_bytes <= budget);
+      if (r.calls.front() == "oa::stl::sort (runs)") {
+        runs_on_device = r.device == "emulated" && r.chunks >= 2 && r.h2d_bytes == n * sizeof(std::int64_t);
+        // A run in, its sorted copy out (CUB's scratch is fixed per slot).
+        CHECK(r.bytes_per_unit == 2 * (std::size_t{1} << 18) * sizeof(std::int64_t));
+      }
+      if (r.calls.front() == "oa::stl::sort (merge)") CHECK(r.device == "host");
+      if (r.calls.front().rfind("oa::stl::scan", 0) == 0) CHECK(r.device == "emulated");
+    }
+    CHECK(runs_on_device);
+  }
+  // 1 MiB cannot hold one run: that stage runs on the host, and says why.
+  config_scope cs(oa_test::emulated_config(std::size_t{1} << 20));
+  std::vector<std::int64_t> v = a;
+  oa::stl::sort(v);
+  oa::evaluate();
+  CHECK(v == want);
+  const auto reps = oa::reports();
+  REQUIRE(!reps.empty());
+  CHECK(reps.front().calls.front() == "oa::stl::sort (runs)");
+  CHECK(reps.front().device == "host");
+  CHECK(reps.front().placement_reason.find("more than the device's budget") != std::string::npos);
 }

@@ -65,12 +65,13 @@ struct host_memory_guard {
 void allocate_slot(device& dev, slot& s, const stage_layout& L, std::size_t chunk_units,
                    std::size_t device_partial_bytes) {
   s.stream = oa::stream(dev);
-  for (std::size_t ub : L.buffer_unit_bytes) {
-    if (ub == 0) {  // a value's own buffer, pointed into its whole copy per chunk
+  for (std::size_t b = 0; b < L.buffer_unit_bytes.size(); ++b) {
+    const std::size_t ub = L.buffer_unit_bytes[b], fixed = L.buffer_fixed_bytes[b];
+    if (ub == 0 && fixed == 0) {  // a value's own buffer, pointed into its whole copy per chunk
       s.buffers.push_back(nullptr);
       continue;
     }
-    s.memory.emplace_back(dev, std::max<std::size_t>(ub * chunk_units, 1), s.stream.id());
+    s.memory.emplace_back(dev, std::max<std::size_t>(ub * chunk_units + fixed, 1), s.stream.id());
     s.buffers.push_back(s.memory.back().data());
   }
   if (device_partial_bytes) {
@@ -86,7 +87,7 @@ std::vector<region> chunk_regions(const stage_layout& L, const std::vector<std::
   for (std::size_t i = 0; i < L.values.size(); ++i) {
     const stage_value& v = L.values[i];
     if (v.buffer >= 0)
-      out[i] = v.v->ops->packed_region(buffers[static_cast<std::size_t>(v.buffer)], v.v->shape, r);
+      out[i] = v.v->ops->packed_region(buffers[static_cast<std::size_t>(v.buffer)], v.v->shape, r, v.v->state.get());
     else if (v.v->object)  // viewed in place: inputs, outputs, versions of the caller's data
       out[i] = v.v->ops->host_region(v.v->object, r);
   }
@@ -154,7 +155,7 @@ struct call_failed {
 /// and runs its twin otherwise.
 void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_layout& L,
                const std::vector<region>& regions, split::range r, std::byte* partials, bool use_device_twin,
-               const stream_view& stream = {}) {
+               const stream_view& stream = {}, const std::vector<std::byte*>* buffers = nullptr) {
   std::vector<region> args;
   std::size_t partial_offset = 0;
   for (std::size_t p = 0; p < s.calls.size(); ++p) {
@@ -166,6 +167,11 @@ void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_
     if (cs.partial >= 0) {
       ka.partial = partials + partial_offset;
       partial_offset += n.reduction->ops->partial_bytes;
+    }
+    if (cs.scratch >= 0 && buffers) {
+      const auto b = static_cast<std::size_t>(cs.scratch);
+      ka.scratch = (*buffers)[b];
+      ka.scratch_bytes = L.buffer_unit_bytes[b] * r.size() + L.buffer_fixed_bytes[b];
     }
     try {
       if (!use_device_twin)
@@ -202,7 +208,7 @@ void run_fused_description(const stage& s, const std::vector<call_node>& nodes, 
     const stage_value& v = L.values[k];
     if (v.cls != value_class::temporary) continue;
     scratch.emplace_back(std::max<std::size_t>(r.size() * v.v->shape.unit_bytes(), 1));
-    regs[k] = v.v->ops->packed_region(scratch.back().data(), v.v->shape, r);
+    regs[k] = v.v->ops->packed_region(scratch.back().data(), v.v->shape, r, v.v->state.get());
   }
   const std::vector<split::range> blocks = split::even_chunks(r.size(), grid);
   std::vector<std::byte> packed(std::max<std::size_t>(L.partial_bytes, 1));
@@ -713,9 +719,10 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
           };
         } else {
           undo_log* keep = in_place ? &undo : nullptr;
-          k.entry = [&s, &nodes, &L, regs, r, kernel_partial, keep, i, twins](const stream_view& stream) {
+          k.entry = [&s, &nodes, &L, regs, r, kernel_partial, keep, i, twins,
+                     buffers = &sl.buffers](const stream_view& stream) {
             if (keep) keep->save(i);
-            run_chunk(s, nodes, L, regs, r, kernel_partial, twins, stream);
+            run_chunk(s, nodes, L, regs, r, kernel_partial, twins, stream, buffers);
           };
         }
         dev.launch_async(std::move(k), sl.stream.id());

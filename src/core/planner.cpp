@@ -204,6 +204,18 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
     }
   }
 
+  // Scratch memory of device functions given as code: a buffer of its own per
+  // call (its GPU function may use it while the next call of the stage runs).
+  if (mode != placement_mode::in_place)
+    for (std::size_t p = 0; p < s.calls.size(); ++p) {
+      const call_node& n = nodes[static_cast<std::size_t>(s.calls[p])];
+      if (!n.kernel || (n.kernel->scratch_per_unit == 0 && n.kernel->scratch_fixed == 0)) continue;
+      L.calls[p].scratch = static_cast<int>(L.buffer_unit_bytes.size());
+      L.buffer_unit_bytes.push_back(n.kernel->scratch_per_unit);
+      L.buffer_fixed_bytes.resize(L.buffer_unit_bytes.size(), 0);
+      L.buffer_fixed_bytes.back() = n.kernel->scratch_fixed;
+    }
+  L.buffer_fixed_bytes.resize(L.buffer_unit_bytes.size(), 0);
   for (std::size_t b : L.buffer_unit_bytes) L.buffer_bytes_per_unit += b;
   for (const auto& v : L.values) {
     const std::size_t ub = v.v->shape.unit_bytes();
@@ -226,7 +238,10 @@ std::size_t saturating_add(std::size_t a, std::size_t b) { return a > SIZE_MAX -
 
 std::size_t slot_memory::bytes(std::size_t chunk_units) const noexcept {
   std::size_t total = fixed ? round_up(fixed, granularity) : 0;
-  for (std::size_t ub : unit_bytes) total = saturating_add(total, round_up(saturating_mul(ub, chunk_units), granularity));
+  for (std::size_t b = 0; b < unit_bytes.size(); ++b) {
+    const std::size_t extra = b < buffer_fixed.size() ? buffer_fixed[b] : 0;
+    total = saturating_add(total, round_up(saturating_add(saturating_mul(unit_bytes[b], chunk_units), extra), granularity));
+  }
   return total;
 }
 

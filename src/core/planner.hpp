@@ -51,12 +51,14 @@ struct stage_value {
 struct call_slots {
   std::vector<int> regions;  // stage value index per partitioned argument
   int partial = -1;          // reduction index
+  int scratch = -1;          // device buffer of the call's scratch memory (oa::kernel(...).scratch)
 };
 
 /// Where every value of a stage lives during a chunk.
 struct stage_layout {
   std::vector<stage_value> values;
   std::vector<std::size_t> buffer_unit_bytes;  // per device buffer
+  std::vector<std::size_t> buffer_fixed_bytes; // per device buffer: bytes besides its units (scratch)
   std::vector<call_slots> calls;               // per call of the stage
   std::vector<value_state*> reductions;
   std::size_t buffer_bytes_per_unit = 0;   // device memory per unit per pipeline slot
@@ -103,6 +105,7 @@ struct slot_memory {
   std::vector<std::size_t> unit_bytes;  // per buffer
   std::size_t fixed = 0;                // one allocation of this size when nonzero
   std::size_t granularity = 1;
+  std::vector<std::size_t> buffer_fixed;  // per buffer (or empty): bytes besides its units
   // What a unit moves through the slot when values live in whole copies
   // instead of its buffers (they take no slot memory): what OA_CHUNK_BYTES
   // caps then. 0: the buffers' bytes.

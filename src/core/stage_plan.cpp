@@ -42,9 +42,20 @@ placement place_stage(const stage& s, const std::vector<call_node>& nodes,
                      "copied over the link"};
     return {&dev, "a product, tiled for the device's budget"};
   }
-  const std::size_t bytes = s.units * layout_stage(s, nodes, placement_mode::staged, needed_on_host).working_bytes_per_unit;
+  const stage_layout L = layout_stage(s, nodes, placement_mode::staged, needed_on_host);
+  const std::size_t bytes = s.units * L.working_bytes_per_unit;
   if (bytes < host_threshold)
     return {&host, "small stage: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD"};
+  // Device functions given as code work in units their library chose (a
+  // sort's run, a scan's block): where one is larger than the device's
+  // memory, the host runs the stage. (A unit of element-wise calls is the
+  // caller's, a row: too large for the budget, it is the caller's error.)
+  if (s.kernels && !dev.host_accessible()) {
+    slot_memory one{L.buffer_unit_bytes, L.partial_bytes, dev.allocation_granularity(), L.buffer_fixed_bytes};
+    if (one.bytes(1) > dev.memory_budget())
+      return {&host, "one unit of the stage takes " + std::to_string(one.bytes(1)) + " bytes of device memory, more "
+                     "than the device's budget of " + std::to_string(dev.memory_budget())};
+  }
   return {&dev, "every call has a device function"};
 }
 
@@ -131,6 +142,7 @@ stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
   const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
   p.slot_mem = {in_place ? std::vector<std::size_t>{L.working_bytes_per_unit} : L.buffer_unit_bytes,
                 in_place ? 0 : p.chunk_partial_bytes, in_place ? 1 : dev.allocation_granularity()};
+  if (!in_place) p.slot_mem.buffer_fixed = L.buffer_fixed_bytes;
   if (!own.empty()) {
     // OA_CHUNK_BYTES caps what a chunk moves, wherever its values live.
     const stage_layout plain = layout_stage(s, nodes, p.mode, needed_on_host);

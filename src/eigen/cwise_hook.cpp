@@ -106,7 +106,7 @@ region host_region(const void* object, split::range r) {
   const std::size_t w = r.size() * b.elem_bytes;
   return {b.data ? b.data + r.begin * b.elem_bytes : nullptr, w, 1, w};
 }
-region packed_region(std::byte* buffer, const split::shape& s, split::range r) {
+region packed_region(std::byte* buffer, const split::shape& s, split::range r, const void*) {
   const std::size_t w = r.size() * s.elem_bytes;
   return {buffer, w, 1, w};
 }

@@ -35,7 +35,7 @@ region host_region(const void* object, split::range r) {
   return b.sub(0, r.begin, b.rows, r.size()).as_region();
 }
 template <bool RowMajor>
-region packed_region(std::byte* buffer, const split::shape& s, split::range r) {
+region packed_region(std::byte* buffer, const split::shape& s, split::range r, const void*) {
   const matrix_block packed{buffer, s.inner, r.size(), RowMajor ? r.size() : s.inner, RowMajor, s.elem_bytes};
   return packed.as_region();
 }

@@ -24,8 +24,10 @@
 // (`template <class R> static R identity()`). Results are std::vector of the
 // result type, whatever the input container; a predicate's results are
 // std::vector<char> (0 or 1): std::vector<bool> packs bits and has no
-// contiguous storage to split. sort, the scans, iota, min_element and
-// max_element have no device function yet: they run on the host, out of core
+// contiguous storage to split. sort's runs, the scans (sums) and iota have
+// GPU versions over CUB (oa/cuda/stl.hpp) given as oa::kernel, whose twins on
+// the emulated device are the CPU functions; the sort's merge, scans with
+// other operations, min_element and max_element run on the host, out of core
 // (chunk by chunk), whatever the device.
 
 #include <algorithm>
@@ -38,6 +40,15 @@
 #include "oa/annotations/sort_kernels.hpp"
 #include "oa/core/annotate.hpp"
 #include "oa/core/ops.hpp"
+#if OA_HAS_CUDA
+#include "oa/cuda/stl.hpp"
+#endif
+#if OA_HAS_CUDA && defined(__CUDACC__)
+#include <thrust/execution_policy.h>
+#include <thrust/transform.h>
+
+#include "oa/cuda/device.hpp"
+#endif
 
 namespace oa::stl {
 
@@ -99,6 +110,20 @@ inline constexpr bool on_device = !std::is_void_v<typename device_op<std::remove
 template <class F>
 using device_op_t = typename device_op<std::remove_cvref_t<F>>::type;
 
+/// A callable of the user's that runs on a device: a functor whose class
+/// says so (`static constexpr bool oa_device_callable = true;`, its
+/// operator() __host__ __device__ where the calling code is compiled by
+/// nvcc), or an extended __host__ __device__ lambda (nvcc --extended-lambda).
+/// Where the calling code is compiled by nvcc, its GPU version is a kernel
+/// over it (thrust::transform on oa's stream); elsewhere the emulated device
+/// runs it as the CPU function does, and a GPU leaves the call to the host.
+template <class F>
+inline constexpr bool device_callable = requires { requires static_cast<bool>(F::oa_device_callable); }
+#if defined(__CUDACC__) && defined(__CUDACC_EXTENDED_LAMBDA__)
+                                        || __nv_is_extended_host_device_lambda_closure_type(F)
+#endif
+    ;
+
 /// The reduction (split/reduce.hpp) a combining operation names: the
 /// standard sum and product, oa::ops::min and max, or the user's own
 /// operation with an identity.
@@ -156,6 +181,42 @@ inline constexpr auto in_type = [](const auto& x, const auto& y) { return Op{}(R
 template <class R>
 using result_vector = std::vector<std::conditional_t<std::is_same_v<R, bool>, char, R>>;
 
+/// The element types oa's GPU versions (oa/cuda/stl.hpp) are built for.
+template <class T>
+inline constexpr bool gpu_type = one_of<T, std::int32_t, std::int64_t, float, double>;
+
+/// A GPU version (a lambda over the stream and device views) where oa is
+/// built with CUDA and `available` holds (an element type and operation oa's
+/// GPU versions cover); else nullptr: the call's twin (its CPU function) runs
+/// on the emulated device, and a GPU leaves the call to the host.
+#if OA_HAS_CUDA
+#define OA_STL_GPU(available, ...) [] {                    \
+  if constexpr (available)                                 \
+    return __VA_ARGS__;                                    \
+  else                                                     \
+    return nullptr;                                        \
+}()
+#else
+#define OA_STL_GPU(available, ...) nullptr
+#endif
+
+/// A GPU version that needs the calling code compiled by nvcc (a kernel over
+/// the user's callable); else nullptr.
+#if OA_HAS_CUDA && defined(__CUDACC__)
+#define OA_STL_GPU_NVCC(...) __VA_ARGS__
+#else
+#define OA_STL_GPU_NVCC(...) nullptr
+#endif
+
+/// Scratch memory the GPU versions are planned with: CUB's temporary storage
+/// (for a sort, a second buffer of one run), bounds on every GPU; a GPU
+/// version says so if CUB ever asks for more.
+template <class T>
+inline constexpr std::size_t gpu_sort_scratch(std::size_t run) {
+  return run * sizeof(T) + (std::size_t{1} << 20);
+}
+inline constexpr std::size_t gpu_scan_scratch_fixed = std::size_t{1} << 20;
+
 // ---- the annotations: one per algorithm and kind of callable -----------------
 
 template <class F, class R>
@@ -167,6 +228,16 @@ template <class F, class R>
 inline constexpr auto transform1_host = oa::annotate<"std::transform">(
     oa::cpu([](const auto& in, const F& f, auto& out) { std::transform(in.begin(), in.end(), out.begin(), f); }),
     oa::args(oa::in<contiguous>("first"), oa::scalar<F>("unary_op"), oa::out<contiguous, result_vector<R>>("d_first")));
+
+// The user's device-callable functor: a kernel over it on a GPU.
+template <class F, class R>
+inline constexpr auto transform1_callable = oa::annotate<"std::transform">(
+    oa::cpu([](const auto& in, const F& f, auto& out) { std::transform(in.begin(), in.end(), out.begin(), f); }),
+    oa::args(oa::in<contiguous>("first"), oa::scalar<F>("unary_op"), oa::out<contiguous, result_vector<R>>("d_first")),
+    oa::device_fn(oa::kernel(OA_STL_GPU_NVCC([](const stream_view& s, const auto& in, const F& f, const auto& out) {
+      thrust::transform(thrust::cuda::par_nosync.on(oa::cuda::native_stream(s)), in.data(), in.data() + in.size(),
+                        out.data(), f);
+    }))));
 
 template <class F, class R>
 inline constexpr auto transform2 = oa::annotate<"std::transform (binary)">(
@@ -182,6 +253,19 @@ inline constexpr auto transform2_host = oa::annotate<"std::transform (binary)">(
     }),
     oa::args(oa::in<contiguous>("first1"), oa::in<contiguous>("first2"), oa::scalar<F>("binary_op"),
              oa::out<contiguous, result_vector<R>>("d_first")));
+
+template <class F, class R>
+inline constexpr auto transform2_callable = oa::annotate<"std::transform (binary)">(
+    oa::cpu([](const auto& a, const auto& b, const F& f, auto& out) {
+      std::transform(a.begin(), a.end(), b.begin(), out.begin(), f);
+    }),
+    oa::args(oa::in<contiguous>("first1"), oa::in<contiguous>("first2"), oa::scalar<F>("binary_op"),
+             oa::out<contiguous, result_vector<R>>("d_first")),
+    oa::device_fn(oa::kernel(
+        OA_STL_GPU_NVCC([](const stream_view& s, const auto& a, const auto& b, const F& f, const auto& out) {
+          thrust::transform(thrust::cuda::par_nosync.on(oa::cuda::native_stream(s)), a.data(), a.data() + a.size(),
+                            b.data(), out.data(), f);
+        }))));
 
 template <class T>
 inline constexpr auto fill = oa::annotate<"std::fill">(
@@ -264,7 +348,10 @@ inline constexpr auto iota = oa::annotate<"std::iota">(
     oa::cpu([](auto& range, const T& value) {
       for (std::size_t i = 0; i < range.size(); ++i) range[i] = static_cast<T>(value + static_cast<T>(range.first + i));
     }),
-    oa::args(oa::mut<split::indexed>("range"), oa::scalar<T>("value")));
+    oa::args(oa::mut<split::indexed>("range"), oa::scalar<T>("value")),
+    oa::device_fn(oa::kernel(OA_STL_GPU(gpu_type<T>, [](const stream_view& s, const auto& range, const T& value) {
+      oa::cuda::stl::iota<T>(s, range.data(), range.size(), range.first, value);
+    }))));
 
 // Scans, out of core in two passes over blocks of scan_block elements (whole
 // blocks per chunk wherever the engine cuts): each block's total, then each
@@ -281,7 +368,14 @@ inline constexpr auto block_totals = oa::annotate<"oa::stl::scan (block totals)"
         totals[b] = std::reduce(in.begin() + from, in.begin() + to, Op::template identity<T>(), in_type<Op, T>);
       }
     }),
-    oa::args(oa::in<scan_blocks>("first"), oa::out<split::contiguous, std::vector<T>>("block_totals")));
+    oa::args(oa::in<scan_blocks>("first"), oa::out<split::contiguous, std::vector<T>>("block_totals")),
+    oa::device_fn(oa::kernel(OA_STL_GPU((gpu_type<T> && std::is_same_v<Op, split::ops_detail::plus>),
+                                        [](const stream_view& s, const auto& in, const auto& totals,
+                                           std::span<std::byte> scratch) {
+                                          oa::cuda::stl::block_sums<T>(s, in.data(), in.size(), scan_block,
+                                                                       totals.data(), scratch);
+                                        }))
+                      .scratch(0, gpu_scan_scratch_fixed)));
 
 /// out[i] = init op in[0] op ... op in[i] (inclusive), or the same without
 /// in[i] (exclusive); a block starts from the totals of the blocks before it.
@@ -299,7 +393,18 @@ inline constexpr auto scan_with_totals = oa::annotate<"oa::stl::scan">(
       }
     }),
     oa::args(oa::in<scan_blocks>("first"), oa::scalar<std::vector<T>>("block_totals"), oa::scalar<T>("init"),
-             oa::out<scan_blocks, std::vector<T>>("d_first")));
+             oa::out<scan_blocks, std::vector<T>>("d_first")),
+    // A sum on a GPU: the chunk's carry from the totals (on the host, as the
+    // CPU function), then CUB's scan of the chunk from it.
+    oa::device_fn(oa::kernel(OA_STL_GPU((gpu_type<T> && std::is_same_v<Op, split::ops_detail::plus>),
+                                        [](const stream_view& s, const auto& in, const std::vector<T>& totals,
+                                           const T& init, const auto& out, std::span<std::byte> scratch) {
+                                          T carry = init;
+                                          for (std::size_t b = 0; b < in.first / scan_block; ++b) carry += totals[b];
+                                          oa::cuda::stl::scan_sum<T>(s, in.data(), out.data(), in.size(), carry,
+                                                                     Inclusive, scratch);
+                                        }))
+                      .scratch(scan_block / 32, gpu_scan_scratch_fixed)));
 
 template <class Op, class T, bool Inclusive, class In>
 lazy<std::vector<T>> scan(In&& in, T init) {
@@ -323,7 +428,14 @@ inline constexpr auto sorted_runs = oa::annotate<"oa::stl::sort (runs)">(
         sort_detail::radix_sort<T, Descending>(std::span<T>(runs.data() + from, n), std::span<T>(scratch.data(), n));
       }
     }),
-    oa::args(oa::in<sort_runs>("first"), oa::out<sort_runs, std::vector<T>>("runs")));
+    oa::args(oa::in<sort_runs>("first"), oa::out<sort_runs, std::vector<T>>("runs")),
+    // On a GPU, CUB's radix sort of each run (the twin: the CPU function, in
+    // the emulated device's memory).
+    oa::device_fn(oa::kernel(OA_STL_GPU(gpu_type<T>, [](const stream_view& s, const auto& in, const auto& runs,
+                                                        std::span<std::byte> scratch) {
+                    oa::cuda::stl::sort_runs<T>(s, in.data(), runs.data(), in.size(), sort_run, Descending, scratch);
+                  }))
+                      .scratch(0, gpu_sort_scratch<T>(sort_run))));
 
 template <class T, bool Descending>
 inline constexpr auto merge_runs = oa::annotate<"oa::stl::sort (merge)">(
@@ -348,6 +460,8 @@ lazy<R> with_init(R init, lazy<R> reduced) {
   return combine_init<Op, R>(std::vector<R>{init}, std::move(reduced));
 }
 }  // namespace detail
+#undef OA_STL_GPU
+#undef OA_STL_GPU_NVCC
 
 /// std::transform(first, last, d_first, unary_op): a new lazy vector.
 template <class In, class F>
@@ -355,6 +469,8 @@ auto transform(In&& in, F unary_op) {
   using R = std::decay_t<std::invoke_result_t<F&, const detail::element_t<In>&>>;
   if constexpr (detail::on_device<F> && std::is_empty_v<F>)
     return detail::transform1<F, R>(std::forward<In>(in));
+  else if constexpr (detail::device_callable<F>)
+    return detail::transform1_callable<F, R>(std::forward<In>(in), unary_op);
   else
     return detail::transform1_host<F, R>(std::forward<In>(in), unary_op);
 }
@@ -366,6 +482,8 @@ auto transform(In1&& a, In2&& b, F binary_op) {
       std::invoke_result_t<F&, const detail::element_t<In1>&, const detail::element_t<In2>&>>;
   if constexpr (detail::on_device<F> && std::is_empty_v<F>)
     return detail::transform2<F, R>(std::forward<In1>(a), std::forward<In2>(b));
+  else if constexpr (detail::device_callable<F>)
+    return detail::transform2_callable<F, R>(std::forward<In1>(a), std::forward<In2>(b), binary_op);
   else
     return detail::transform2_host<F, R>(std::forward<In1>(a), std::forward<In2>(b), binary_op);
 }

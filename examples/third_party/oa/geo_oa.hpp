@@ -8,10 +8,10 @@
 // a generated header that includes geo's with the namespace renamed
 // geo_plain (geo's sources are compiled the same way), then this file, which
 // opens namespace geo again: everything of geo_plain, except the functions
-// below, which run through oa. Qualified calls (geo::rescale(...)) and
-// using-declarations reach them; an unqualified call found by
-// argument-dependent lookup finds geo_plain's own function (correct, on the
-// CPU).
+// below, which run through oa. Qualified calls (geo::rescale(...)) reach
+// them; an unqualified call finds geo_plain's own function by
+// argument-dependent lookup (correct, on the CPU), and is ambiguous where a
+// using-declaration brings geo's too (docs/annotating-a-library.md).
 
 #include <cstring>
 #include <oa/oa.hpp>

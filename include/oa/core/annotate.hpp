@@ -18,6 +18,7 @@
 // the argument (in the "required from" line of the diagnostic).
 
 #include <array>
+#include <span>
 #include <boost/hana/count_if.hpp>
 #include <boost/hana/find_if.hpp>
 #include <boost/hana/tuple.hpp>
@@ -110,10 +111,21 @@ constexpr elementwise_fn<Op> elementwise(Op op) {
 /// host and emulated devices run in its place (by default the CPU function
 /// itself). `gpu` may be nullptr: this build has no GPU version (compiled
 /// without CUDA), and the call runs on the host when the device is a GPU.
-template <class Gpu, class Twin>
+///
+/// `.scratch(per_unit, fixed)`: the GPU function needs device memory to work
+/// in (CUB's temporary storage, a second buffer): per_unit bytes per unit of
+/// the chunk plus fixed bytes, planned within the budget with the stage's
+/// buffers. It gets it, last, as a std::span<std::byte> of device memory.
+template <class Gpu, class Twin, bool Scratch = false>
 struct kernel_fn {
   Gpu gpu;
   Twin twin;
+  std::size_t scratch_per_unit = 0;
+  std::size_t scratch_fixed = 0;
+  static constexpr bool has_scratch = Scratch;
+  constexpr kernel_fn<Gpu, Twin, true> scratch(std::size_t per_unit, std::size_t fixed = 0) const {
+    return {gpu, twin, per_unit, fixed};
+  }
 };
 /// kernel(gpu): the CPU function is the twin.
 struct cpu_as_twin {};
@@ -125,6 +137,12 @@ template <class Gpu, class Twin>
 constexpr kernel_fn<Gpu, Twin> kernel(Gpu gpu, Twin twin) {
   return {gpu, twin};
 }
+namespace detail {
+template <class D>
+struct is_kernel_fn : std::false_type {};
+template <class Gpu, class Twin, bool S>
+struct is_kernel_fn<oa::kernel_fn<Gpu, Twin, S>> : std::true_type {};
+}  // namespace detail
 
 template <class D>
 struct device_part {
@@ -180,11 +198,13 @@ struct partitioned_ops {
       return p;
     }
   }
-  static region packed_region(std::byte* buffer, const split::shape& s, split::range r) {
+  static region packed_region(std::byte* buffer, const split::shape& s, split::range r, const void* state) {
     if constexpr (requires { S::packed_region(buffer, s, r); })
       return S::packed_region(buffer, s, r);
-    else
+    else if constexpr (requires { S::template packed_region<T>(buffer, s, r); })
       return S::template packed_region<T>(buffer, s, r);
+    else  // the form with the value's unsplit state (a length the shape does not say)
+      return S::template packed_region<T>(buffer, s, r, *static_cast<const split::state_t<S, T>*>(state));
   }
   static split::shape shape_of(const void* o) { return S::shape_of(*static_cast<const T*>(o)); }
   static constexpr value_ops table{S::name, split::split_kind::partitioned, &shape_of, &host_region, &packed_region,
@@ -364,6 +384,26 @@ struct check_reduction_split {
   static constexpr bool value = split::reduction_split<Split, R>;
 };
 
+/// A view that is a copy of its chunk (the value type itself: a library type
+/// owning its storage) lives in host memory: written by a mut or out call,
+/// it must be stored back, and a GPU function cannot be given it.
+template <fixed_string Function, std::size_t Argument, class Split, class T, bool Written, bool Gpu>
+struct check_copy_view {
+  using view = typename Split::template view<T>;
+  static constexpr bool copy = std::is_same_v<std::remove_cvref_t<view>, std::remove_cvref_t<T>>;
+  static constexpr bool stored = !copy || !Written || split::contract::has_store<Split, view>;
+  static constexpr bool device = !copy || !Gpu || split::contract::has_device_view<Split, T>;
+  static_assert(stored,
+                "oa::annotate: this argument's chunk view is a copy of the chunk (the value type itself), and the "
+                "call writes it: the split type needs `store(const V&, const region&, const shape&, range)` to "
+                "write it back, or the update would be lost" OA_DETAIL_NAMES_T);
+  static_assert(device,
+                "oa::kernel: this argument's chunk view is a copy of the chunk in host memory, which a GPU "
+                "function cannot be given: the split type needs `device_view<T>` and `make_device_view<T>(region, "
+                "shape, range[, state])` (pointers into device memory)" OA_DETAIL_NAMES_T);
+  static constexpr bool value = stored && device;
+};
+
 #undef OA_DETAIL_NAMES_T
 #undef OA_DETAIL_NAMES_R
 
@@ -436,13 +476,14 @@ struct check_mut_not_lazy {
   static constexpr bool value = true;
 };
 
-template <fixed_string Function, bool Callable>
+/// Views: the parameters the GPU function was tried with, after the stream.
+template <fixed_string Function, bool Callable, class Views>
 struct check_gpu_call {
   static_assert(Callable,
                 "oa::kernel: the GPU function cannot be called as gpu(oa::stream_view, views...) with the chunk's "
-                "device views of the specs (the split type's device_view, else its view), in spec order, and with "
-                "a ret spec last the result's device view (or R* for a reduction) (the instantiation names the "
-                "function)");
+                "device views of the specs (the split type's device_view, else its view), in spec order, with a ret "
+                "spec the result's device view (or R* for a reduction), and with .scratch(...) last a "
+                "std::span<std::byte> (the instantiation names the function and the parameters it was tried with)");
   static constexpr bool value = Callable;
 };
 
@@ -634,7 +675,7 @@ class annotated {
     else
       return false;
   }();
-  static constexpr bool has_kernel = detail::is_instance<kernel_fn, Dev>::value;
+  static constexpr bool has_kernel = detail::is_kernel_fn<Dev>::value;
   static constexpr bool has_elementwise = has_device && !has_kernel;
 
   template <class... Args>
@@ -675,6 +716,13 @@ class annotated {
     else
       return check_spec<K, typename S::value>();
   }
+  /// The device function is oa::kernel(nullptr, ...): no GPU version.
+  static constexpr bool gpu_is_null() {
+    if constexpr (has_kernel)
+      return std::is_null_pointer_v<decltype(Dev::gpu)>;
+    else
+      return true;
+  }
   /// The CPU function's return type (unknown for a generic lambda).
   using returned_type = typename detail::return_of<Cpu>::type;
   // Argument index in messages is 1-based, as a person counts them.
@@ -697,6 +745,9 @@ class annotated {
     else if constexpr (Split::kind == split::split_kind::broadcast)
       return check_view<K, T>();
     else if constexpr (!detail::check_partitioned_split<Name, K + 1, Split, T>::value) {
+      return false;
+    } else if constexpr (!detail::check_copy_view<Name, K + 1, Split, T, S::role != spec::kind::in,
+                                                   has_kernel && !gpu_is_null()>::value) {
       return false;
     } else if constexpr (S::role == spec::kind::out) {
       if constexpr (!detail::check_result_split<Name, K + 1, Split, T>::value) return false;
@@ -947,7 +998,9 @@ class annotated {
     node.cpu = host_kernel(cpu_, b);
     if constexpr (has_kernel) {
       auto k = std::make_shared<detail::device_kernel>();
-      if constexpr (!std::is_null_pointer_v<decltype(dev_.gpu)>) k->gpu = gpu_entry(dev_.gpu, b);
+      if constexpr (!std::is_null_pointer_v<decltype(dev_.gpu)>) k->gpu = gpu_entry<Dev::has_scratch>(dev_.gpu, b);
+      k->scratch_per_unit = dev_.scratch_per_unit;
+      k->scratch_fixed = dev_.scratch_fixed;
       if constexpr (std::is_same_v<decltype(dev_.twin), cpu_as_twin>)
         k->twin = node.cpu;
       else
@@ -981,17 +1034,30 @@ class annotated {
   }
   /// An oa::kernel's GPU function over one chunk: the stream, the views,
   /// and with a ret spec the device address of the chunk's partial.
-  template <class F, class Binders>
+  template <bool Scratch, class F, class Binders>
   static detail::entry_fn gpu_entry(F f, const Binders& b) {
     return [f, b](const detail::kernel_args& a, const stream_view& s) {
-      if constexpr (returns_chunk) {
-        invoke_gpu(f, s, a, b, std::make_index_sequence<n_specs - 1>{}, std::get<n_specs - 1>(b).device_view(a));
-      } else if constexpr (n_rets == 1) {
-        using R = typename spec_at<n_specs - 1>::value;
-        invoke_gpu(f, s, a, b, std::make_index_sequence<n_specs - 1>{}, reinterpret_cast<R*>(a.partial));
-      } else {
-        invoke_gpu(f, s, a, b, std::make_index_sequence<n_specs>{});
-      }
+      // The chunk's scratch memory, last, when the kernel declares some.
+      auto scratch = [&] {
+        if constexpr (Scratch)
+          return std::make_tuple(std::span<std::byte>(a.scratch, a.scratch_bytes));
+        else
+          return std::tuple<>{};
+      }();
+      std::apply(
+          [&](auto... extra) {
+            if constexpr (returns_chunk) {
+              invoke_gpu(f, s, a, b, std::make_index_sequence<n_specs - 1>{}, std::get<n_specs - 1>(b).device_view(a),
+                         extra...);
+            } else if constexpr (n_rets == 1) {
+              using R = typename spec_at<n_specs - 1>::value;
+              invoke_gpu(f, s, a, b, std::make_index_sequence<n_specs - 1>{}, reinterpret_cast<R*>(a.partial),
+                         extra...);
+            } else {
+              invoke_gpu(f, s, a, b, std::make_index_sequence<n_specs>{}, extra...);
+            }
+          },
+          scratch);
     };
   }
   template <class F, class Binders, std::size_t... K, class... Partial>
@@ -1000,7 +1066,8 @@ class annotated {
     constexpr bool callable =
         std::is_invocable_v<const F&, const stream_view&,
                             std::add_lvalue_reference_t<decltype(std::get<K>(b).device_view(a))>..., Partial...>;
-    if constexpr (detail::check_gpu_call<Name, callable>::value) {
+    using tried = std::tuple<std::remove_cvref_t<decltype(std::get<K>(b).device_view(a))>..., Partial...>;
+    if constexpr (detail::check_gpu_call<Name, callable, tried>::value) {
       std::tuple<decltype(std::get<K>(b).device_view(a))...> views(std::get<K>(b).device_view(a)...);
       std::apply([&](auto&... v) { std::invoke(f, s, v..., partial...); }, views);
     }

@@ -37,8 +37,9 @@ struct value_ops {
   split::shape (*shape_of)(const void* object);
   /// Chunk of the host object's storage (partitioned values).
   region (*host_region)(const void* object, split::range r);
-  /// Chunk of a packed device buffer holding chunk r (same width and rows as host_region).
-  region (*packed_region)(std::byte* buffer, const split::shape& s, split::range r);
+  /// Chunk of a packed device buffer holding chunk r (same width and rows as
+  /// host_region), given the value's unsplit state (null for values without).
+  region (*packed_region)(std::byte* buffer, const split::shape& s, split::range r, const void* state);
   /// Creates uninitialised host storage of the value's shape, carrying `state`
   /// (value_state::state: null for values without unsplit state); returns the owner.
   std::shared_ptr<void> (*make)(const split::shape& s, const void* state, void*& object);
@@ -72,6 +73,8 @@ struct kernel_args {
   split::range r;
   const region* regions = nullptr;
   std::byte* partial = nullptr;  // reduction partial of this chunk, if the call has one
+  std::byte* scratch = nullptr;  // device scratch memory of this chunk (oa::kernel(...).scratch(...))
+  std::size_t scratch_bytes = 0;
 };
 using kernel_fn = std::function<void(const kernel_args&)>;
 /// A chunk's work enqueued on a device stream (see device_entry).
@@ -85,6 +88,10 @@ using entry_fn = std::function<void(const kernel_args&, const stream_view&)>;
 struct device_kernel {
   entry_fn gpu;
   kernel_fn twin;
+  // Device memory the GPU function works in: scratch_per_unit bytes per unit
+  // of the chunk plus scratch_fixed, planned with the stage's buffers.
+  std::size_t scratch_per_unit = 0;
+  std::size_t scratch_fixed = 0;
 };
 
 enum class arg_role : std::uint8_t { in, mut, out };

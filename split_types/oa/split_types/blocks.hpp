@@ -48,9 +48,12 @@ struct blocks {
     const std::size_t from = std::min(r.begin * B, n), to = std::min(r.end * B, n);
     return {detail::bytes_of(x.data()) + from * eb, (to - from) * eb, 1, (to - from) * eb};
   }
-  /// A packed buffer holds whole blocks; the last one's tail is unused.
-  static region packed_region(std::byte* buffer, const shape& s, range r) {
-    const std::size_t w = r.size() * s.unit_bytes();
+  /// A packed buffer holds whole blocks; the chunk is the elements it has
+  /// (the last block's tail, past the value's end, is unused).
+  template <class T>
+  static region packed_region(std::byte* buffer, const shape& s, range r, const std::size_t& n) {
+    const std::size_t from = std::min(r.begin * B, n), to = std::min(r.end * B, n);
+    const std::size_t w = (to - from) * s.elem_bytes;
     return {buffer, w, 1, w};
   }
   template <class T>

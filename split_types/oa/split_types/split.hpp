@@ -14,7 +14,8 @@
 //   view<T>, view<const T>        a chunk's view, writable / read-only
 //   shape_of(const T&)            -> shape: units, elements per unit, bytes per element
 //   host_region(const T&, range)  -> region: where chunk [begin, end) lies in T's storage
-//   packed_region(std::byte*, const shape&, range)  (or packed_region<T>(...))
+//   packed_region(std::byte*, const shape&, range)  (or packed_region<T>(...), or for values with
+//                                 state packed_region<T>(..., const state<T>&))
 //                                 -> region: the chunk packed in a device buffer
 //   make_view<T>(const region&, const shape&, range)  -> view<T> (and for const T)
 //   make<T>(const shape&)         -> T: uninitialised storage for a result (out specs)
@@ -218,7 +219,9 @@ concept has_packed_region = requires(std::byte* b, const shape& s, range r) {
   { S::packed_region(b, s, r) } -> std::same_as<region>;
 } || requires(std::byte* b, const shape& s, range r) {
   { S::template packed_region<T>(b, s, r) } -> std::same_as<region>;
-};
+} || (has_state<S, T> && requires(std::byte* b, const shape& s, range r, const state_t<S, T>* st) {
+  { S::template packed_region<T>(b, s, r, *st) } -> std::same_as<region>;
+});
 /// Views of a chunk: with the state for values that have one.
 template <class S, class T>
 concept has_make_view = has_view<S, T> && (has_state<S, T> ? requires(const region& g, const shape& s, range r,
