@@ -490,6 +490,15 @@ if [[ $phase == all || $phase == bench ]]; then
           --json "$dir/bench_staging_register.jsonl"
         ((${#not_run[@]} == before)) || cut_short+=("(staging) --workloads blackscholes --sizes $fraction")
       done
+      # oa::stl out of core: sort and scan of 2^28 int64 (2 GiB) through a
+      # 256 MiB budget (8x), against the in-core thrust::sort (the ceiling).
+      stl_n=$((1 << 28))
+      NEED=240 step "oa-bench sort (int64, 8x a 256 MiB budget, oa and thrust)" bench-stl-sort \
+        "$build/bench/oa-bench" --workload sort --elements "$stl_n" --type int64 --device cuda \
+        --device-memory 256MiB --verify --repeat 2 --mode oa,thrust --json "$dir/bench_stl.jsonl"
+      NEED=120 step "oa-bench scan (int64, 8x a 256 MiB budget)" bench-stl-scan \
+        "$build/bench/oa-bench" --workload scan --elements "$stl_n" --type int64 --device cuda \
+        --device-memory 256MiB --verify --repeat 2 --mode cpu,oa --json "$dir/bench_stl.jsonl"
       if ((${#cut_short[@]})); then
         echo
         echo "gpu_check: the time limit left out these runs; run them with bench/gpu_check.sh --phase bench and:"

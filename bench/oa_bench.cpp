@@ -620,9 +620,12 @@ int main(int argc, char** argv) {
          "raised to hold all the data, one chunk copied in, computed, copied out). gemm: cpu (Eigen, one "
          "thread), cpu-openmp (Eigen, every core), sequential, oa, and on a GPU cublas (in core, the product "
          "alone: the ceiling), cublasxt and nvblas (Eigen with EIGEN_USE_BLAS over NVBLAS; its CPU BLAS from "
-         "OA_BENCH_CPU_BLAS) (default: every one this machine runs)")
+         "OA_BENCH_CPU_BLAS). transform_reduce, scan, sort: cpu (the standard algorithm), par (std::execution::par "
+         "on oneTBB), sequential, oa, and for sort thrust (thrust::sort of the data in GPU memory, copies "
+         "included: the in-core ceiling; only when asked for) (default: every one this machine runs)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"oa", "cpu", "sequential", "whole", "cpu-openmp", "cublas", "cublasxt", "nvblas", "par"}))
+      ->check(CLI::IsMember(
+          {"oa", "cpu", "sequential", "whole", "cpu-openmp", "cublas", "cublasxt", "nvblas", "par", "thrust"}))
       ->capture_default_str();
   app.add_option("--streams", opt.streams,
                  "streams of mode oa, 1-64; 0 = the device's default (whole uses 1); overrides OA_STREAMS "

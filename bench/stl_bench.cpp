@@ -18,6 +18,9 @@
 #endif
 
 #include "bench_table.hpp"
+#if defined(OA_BENCH_HAS_THRUST)
+#include "stl_thrust.hpp"
+#endif
 
 #ifndef OA_VERSION
 #define OA_VERSION "unknown"
@@ -171,6 +174,17 @@ struct sort_workload {
 
   timed_run run(const std::string& mode) const {
     std::vector<T> x = a;
+    if (mode == "thrust") {
+#if defined(OA_BENCH_HAS_THRUST)
+      const auto t0 = clock_type::now();
+      oa_bench::thrust_sort(x);
+      timed_run r{seconds_since(t0), std::nullopt};
+      if (!ref.empty()) r.error = x == ref ? 0.0 : std::numeric_limits<double>::infinity();
+      return r;
+#else
+      throw std::runtime_error("this oa-bench was built without the CUDA toolkit (mode thrust)");
+#endif
+    }
     timed_run r{time_mode(
                     mode, [&](auto&&... policy) { std::sort(policy..., x.begin(), x.end()); },
                     [&] {
@@ -188,8 +202,10 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
   const std::size_t n = opt.elements;
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<std::string> modes;
-  for (const auto& m : stl_modes())
+  for (const auto& m : stl_modes()) {
+    if (opt.modes.empty() && m == "thrust") continue;  // a GPU's in-core ceiling: when asked for
     if (opt.modes.empty() || std::find(opt.modes.begin(), opt.modes.end(), m) != opt.modes.end()) modes.push_back(m);
+  }
 
   std::cerr << "generating the random inputs: " << n << " " << opt.type << " per array (seed " << opt.seed << ")\n";
   const Workload w(n, opt.seed, opt.verify);
@@ -198,7 +214,9 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
   for (const auto& mode : modes) {
     mode_outcome r;
     r.mode = mode;
-    r.device = r.oa_mode() ? opt.device : "cpu";
+    r.device = r.oa_mode() ? opt.device : mode == "thrust" ? "gpu" : "cpu";
+    if (mode == "thrust" && opt.workload != "sort")
+      r.failure = "mode thrust is the in-core ceiling of --workload sort (thrust::sort on the GPU)";
 #if !defined(OA_BENCH_HAS_TBB)
     if (mode == "par") r.failure = "this oa-bench was built without oneTBB (the parallel standard algorithms)";
 #endif
@@ -302,7 +320,7 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
 }  // namespace
 
 const std::vector<std::string>& stl_modes() {
-  static const std::vector<std::string> modes{"cpu", "par", "sequential", "oa"};
+  static const std::vector<std::string> modes{"cpu", "par", "sequential", "oa", "thrust"};
   return modes;
 }
 

@@ -363,3 +363,73 @@ TEST_CASE("sort and scan on the device: runs and blocks paged through its memory
   CHECK(reps.front().device == "host");
   CHECK(reps.front().placement_reason.find("more than the device's budget") != std::string::npos);
 }
+
+TEST_CASE("a span of a vector and the vector: a call through one sees what a call through the other updated") {
+  for (const bool emulated : {false, true}) {
+    CAPTURE(emulated);
+    config_scope cs(emulated ? oa_test::emulated_config(std::size_t{1} << 20) : oa_test::host_config());
+    std::vector<double> v(std::size_t{1} << 19, 1.0);
+    std::span<double> s(v);
+    oa::stl::fill(s, 2.0);  // through the span
+    CHECK(oa::stl::reduce(v, 0.0).get() == 2.0 * static_cast<double>(v.size()));
+    oa::stl::iota(v, 0.0);  // through the vector
+    CHECK(oa::stl::reduce(s, 0.0).get() == static_cast<double>(v.size()) * static_cast<double>(v.size() - 1) / 2);
+    std::span<double> tail = s.subspan(v.size() / 2);
+    oa::stl::sort(tail, std::greater<>{});  // half of it, through a span
+    oa::stl::fill(v, 3.0);                  // then all of it
+    oa::evaluate();
+    CHECK(std::all_of(v.begin(), v.end(), [](double x) { return x == 3.0; }));
+  }
+}
+
+namespace {
+struct add_one {
+  static constexpr bool oa_device_callable = true;
+  void operator()(double& x) const { x += 1.0; }
+};
+}  // namespace
+
+TEST_CASE("for_each and contiguous iterator ranges: the standard algorithms' results, on host and device") {
+  for (const bool emulated : {false, true}) {
+    CAPTURE(emulated);
+    config_scope cs(emulated ? oa_test::emulated_config(std::size_t{256} << 10) : oa_test::host_config());
+    const std::vector<std::int64_t> a = random_vector<std::int64_t>(100003, 31);
+    std::vector<std::int64_t> v = a, want = a;
+    // In place, over part of the vector: run before they return.
+    oa::stl::sort(v.begin() + 10, v.end());
+    std::sort(want.begin() + 10, want.end());
+    CHECK(v == want);
+    oa::stl::fill(v.data(), v.data() + 5, std::int64_t{7});
+    std::fill(want.begin(), want.begin() + 5, 7);
+    oa::stl::iota(v.begin() + 5, v.begin() + 1005, std::int64_t{-3});
+    std::iota(want.begin() + 5, want.begin() + 1005, -3);
+    CHECK(v == want);
+    oa::stl::for_each(v.begin(), v.end(), [](std::int64_t& x) { x *= 2; });
+    std::for_each(want.begin(), want.end(), [](std::int64_t& x) { x *= 2; });
+    CHECK(v == want);
+    // Read: lazy values.
+    CHECK(oa::stl::reduce(v.cbegin(), v.cend(), std::int64_t{0}).get() == std::reduce(want.begin(), want.end()));
+    CHECK(oa::stl::count(v.begin(), v.end(), want[77]).get() == std::count(want.begin(), want.end(), want[77]));
+    CHECK(oa::stl::count_if(v.begin(), v.end(), [](std::int64_t x) { return x % 3 == 0; }).get() ==
+          std::count_if(want.begin(), want.end(), [](std::int64_t x) { return x % 3 == 0; }));
+    const auto lo = oa::stl::min_element(v.begin(), v.end()).get();
+    CHECK(lo.index == std::min_element(want.begin(), want.end()) - want.begin());
+    std::vector<std::int64_t> scanned(want.size()), tripled(want.size());
+    std::inclusive_scan(want.begin(), want.end(), scanned.begin());
+    CHECK(oa::stl::inclusive_scan(v.begin(), v.end()).get() == scanned);
+    std::exclusive_scan(want.begin(), want.end(), scanned.begin(), std::int64_t{5});
+    CHECK(oa::stl::exclusive_scan(v.begin(), v.end(), std::int64_t{5}).get() == scanned);
+    std::transform(want.begin(), want.end(), tripled.begin(), [](std::int64_t x) { return 3 * x; });
+    CHECK(oa::stl::transform(v.begin(), v.end(), [](std::int64_t x) { return 3 * x; }).get() == tripled);
+    // A device-callable functor updating in place: on the device, paged.
+    std::vector<double> d(70000, 0.5);
+    oa::clear_reports();
+    oa::stl::for_each(d, add_one{});
+    oa::evaluate();
+    CHECK(std::all_of(d.begin(), d.end(), [](double x) { return x == 1.5; }));
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 1);
+    CHECK(reps[0].device == (emulated ? "emulated" : "host"));
+    if (emulated) CHECK(reps[0].chunks > 1);
+  }
+}

@@ -12,11 +12,32 @@ int graph::add(call_node n) {
   return static_cast<int>(nodes_.size() - 1);
 }
 
+namespace {
+/// The bytes [first, last) a caller's object keeps its elements in.
+std::pair<const std::byte*, const std::byte*> storage_of(const void* object, const value_ops* ops,
+                                                         const split::shape& s) {
+  if (!ops->host_region || s.units == 0) return {nullptr, nullptr};
+  const region r = ops->host_region(object, {0, s.units});
+  if (!r.data || r.bytes() == 0) return {nullptr, nullptr};
+  return {r.data, r.data + (r.rows - 1) * r.pitch + r.width};
+}
+}  // namespace
+
 value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label) {
   std::lock_guard lock(mutex_);
   auto it = user_versions_.find(object);
   if (it != user_versions_.end() && it->second->ops == ops) return it->second;
   if (it != user_versions_.end() && it->second->pending()) return nullptr;  // caller evaluates first
+  // Another object over the same elements (a span of a vector) that a
+  // pending call updates: this one's elements are what that call leaves, so
+  // the caller evaluates first.
+  const auto [first, last] = storage_of(object, ops, s);
+  if (first)
+    for (const auto& [other, version] : user_versions_) {
+      if (other == object || !version->pending()) continue;
+      const auto [o_first, o_last] = storage_of(other, version->ops, version->shape);
+      if (o_first && first < o_last && o_first < last) return nullptr;
+    }
   auto v = std::make_shared<value_state>();
   v->label = std::move(label);
   v->ops = ops;
@@ -30,14 +51,15 @@ value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shap
 
 value_ptr graph::bind_user_evaluated(void* object, const value_ops* ops, const split::shape& s, std::string label) {
   if (auto v = bind_user(object, ops, s, label)) return v;
-  value_ptr pending;
+  value_ptr pending;  // this object's own pending version, if that is what waits
   {
     std::lock_guard lock(mutex_);
-    pending = user_versions_.at(object);
+    if (auto it = user_versions_.find(object); it != user_versions_.end() && it->second->pending())
+      pending = it->second;
   }
   evaluate(*this);
   value_ptr v = bind_user(object, ops, s, std::move(label));
-  if (pending->status == value_status::failed) {
+  if (pending && pending->status == value_status::failed) {
     v->status = value_status::failed;
     v->error = pending->error;
   }

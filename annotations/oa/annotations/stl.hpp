@@ -1,9 +1,10 @@
 #pragma once
-// STL-style algorithms as lazy calls: oa::stl::transform, reduce,
+// STL-style algorithms as lazy calls: oa::stl::transform, for_each, reduce,
 // transform_reduce, inner_product, count, count_if, min_element,
 // max_element, inclusive_scan, exclusive_scan, sort, fill, iota and copy take
 // containers (std::vector, std::span, Eigen vectors and 1-D arrays) or lazy
-// values of them, and return lazy values, so that a chain of them is one
+// values of them (most also contiguous iterator ranges, at the end of this
+// file), and return lazy values, so that a chain of them is one
 // pipeline: chunked, paged through the device's memory, and on a GPU one
 // fused kernel per chunk.
 //
@@ -32,6 +33,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
+#include <memory>
+#include <span>
 #include <functional>
 #include <numeric>
 #include <type_traits>
@@ -45,6 +49,7 @@
 #endif
 #if OA_HAS_CUDA && defined(__CUDACC__)
 #include <thrust/execution_policy.h>
+#include <thrust/for_each.h>
 #include <thrust/transform.h>
 
 #include "oa/cuda/device.hpp"
@@ -109,6 +114,10 @@ template <class F>
 inline constexpr bool on_device = !std::is_void_v<typename device_op<std::remove_cvref_t<F>>::type>;
 template <class F>
 using device_op_t = typename device_op<std::remove_cvref_t<F>>::type;
+
+/// Containers and lazy values, not iterators (whose overloads take pairs).
+template <class X>
+concept not_iterator = !std::contiguous_iterator<std::remove_cvref_t<X>>;
 
 /// A callable of the user's that runs on a device: a functor whose class
 /// says so (`static constexpr bool oa_device_callable = true;`, its
@@ -266,6 +275,19 @@ inline constexpr auto transform2_callable = oa::annotate<"std::transform (binary
           thrust::transform(thrust::cuda::par_nosync.on(oa::cuda::native_stream(s)), a.data(), a.data() + a.size(),
                             b.data(), out.data(), f);
         }))));
+
+template <class F>
+inline constexpr auto for_each = oa::annotate<"std::for_each">(
+    oa::cpu([](auto& range, const F& f) { std::for_each(range.begin(), range.end(), f); }),
+    oa::args(oa::mut<contiguous>("range"), oa::scalar<F>("f")),
+    oa::device_fn(oa::kernel(OA_STL_GPU_NVCC([](const stream_view& s, const auto& range, const F& f) {
+      thrust::for_each(thrust::cuda::par_nosync.on(oa::cuda::native_stream(s)), range.data(),
+                       range.data() + range.size(), f);
+    }))));
+template <class F>
+inline constexpr auto for_each_host = oa::annotate<"std::for_each">(
+    oa::cpu([](auto& range, const F& f) { std::for_each(range.begin(), range.end(), f); }),
+    oa::args(oa::mut<contiguous>("range"), oa::scalar<F>("f")));
 
 template <class T>
 inline constexpr auto fill = oa::annotate<"std::fill">(
@@ -476,7 +498,7 @@ auto transform(In&& in, F unary_op) {
 }
 
 /// std::transform(first1, last1, first2, d_first, binary_op): a new lazy vector.
-template <class In1, class In2, class F>
+template <detail::not_iterator In1, class In2, class F>
 auto transform(In1&& a, In2&& b, F binary_op) {
   using R = std::decay_t<
       std::invoke_result_t<F&, const detail::element_t<In1>&, const detail::element_t<In2>&>>;
@@ -505,7 +527,7 @@ auto copy(In&& in) {
 }
 
 /// std::reduce(first, last, init, op) (op defaults to std::plus): a lazy value.
-template <class In, class T, class Op = std::plus<>>
+template <detail::not_iterator In, class T, class Op = std::plus<>>
 lazy<T> reduce(In&& in, T init, Op op = {}) {
   (void)op;
   using Red = detail::reduction_t<Op>;
@@ -528,7 +550,7 @@ lazy<T> transform_reduce(In&& in, T init, Op reduce_op, F transform_op) {
 }
 
 /// std::transform_reduce(first1, last1, first2, init, reduce_op, transform_op).
-template <class In1, class In2, class T, class Op, class F>
+template <detail::not_iterator In1, class In2, class T, class Op, class F>
 lazy<T> transform_reduce(In1&& a, In2&& b, T init, Op reduce_op, F transform_op) {
   (void)reduce_op;
   using Red = detail::reduction_t<Op>;
@@ -580,7 +602,7 @@ void iota(Range& range, detail::element_t<Range> value) {
 /// std::inclusive_scan(first, last, d_first, op): a new lazy vector whose
 /// element i combines elements 0..i (op: std::plus by default, or any
 /// operation reduce takes). Out of core in two passes; on the host for now.
-template <class In, class Op = std::plus<>>
+template <detail::not_iterator In, class Op = std::plus<>>
 auto inclusive_scan(In&& in, Op op = {}) {
   (void)op;
   using T = detail::element_t<In>;
@@ -589,7 +611,7 @@ auto inclusive_scan(In&& in, Op op = {}) {
 }
 
 /// std::inclusive_scan(first, last, d_first, op, init).
-template <class In, class Op, class T>
+template <detail::not_iterator In, class Op, class T>
 lazy<std::vector<T>> inclusive_scan(In&& in, Op op, T init) {
   (void)op;
   return detail::scan<detail::reduction_t<Op>, T, true>(std::forward<In>(in), init);
@@ -597,7 +619,7 @@ lazy<std::vector<T>> inclusive_scan(In&& in, Op op, T init) {
 
 /// std::exclusive_scan(first, last, d_first, init, op): element i combines
 /// init and elements 0..i-1.
-template <class In, class T, class Op = std::plus<>>
+template <detail::not_iterator In, class T, class Op = std::plus<>>
 lazy<std::vector<T>> exclusive_scan(In&& in, T init, Op op = {}) {
   (void)op;
   return detail::scan<detail::reduction_t<Op>, T, false>(std::forward<In>(in), init);
@@ -608,7 +630,7 @@ lazy<std::vector<T>> exclusive_scan(In&& in, T init, Op op = {}) {
 /// the calls run. Out of core: sorted runs, then a merge by ranges of ranks;
 /// on the host for now. Floating-point values must not be NaN (std::sort's
 /// strict weak ordering); -0.0 sorts before +0.0.
-template <class Range, class Compare = std::less<>>
+template <detail::not_iterator Range, class Compare = std::less<>>
 void sort(Range& range, Compare comp = {}) {
   (void)comp;
   using T = detail::element_t<Range>;
@@ -631,6 +653,91 @@ lazy<std::int64_t> count(In&& in, const detail::element_t<In>& value) {
 template <class In, class P>
 lazy<std::int64_t> count_if(In&& in, P p) {
   return detail::count_if<P>(std::forward<In>(in), p);
+}
+
+/// std::for_each: f(element) for every element of `range` (the caller's
+/// container, updated in place when the call runs; f takes T&). f runs on a
+/// device when it is device-callable (see detail::device_callable), else on
+/// the host path; the functor std::for_each returns is not returned (chunks
+/// run on copies of it).
+template <detail::not_iterator Range, class F>
+void for_each(Range& range, F f) {
+  static_assert(!is_lazy_v<Range>, "oa::stl::for_each updates the caller's container in place: pass the container");
+  if constexpr (detail::device_callable<F>)
+    detail::for_each<F>(range, f);
+  else
+    detail::for_each_host<F>(range, f);
+}
+
+// ---- contiguous iterator ranges [first, last) --------------------------------
+// The same algorithms over [first, last) of contiguous iterators (pointers,
+// std::vector's and std::array's iterators). Those that read return lazy
+// values, as above (the elements must stay as they are until then); those
+// that update the range in place (sort, fill, iota, for_each) run before
+// they return, since nothing of the caller's names the range as an object.
+
+namespace detail {
+template <std::contiguous_iterator It>
+std::span<std::remove_reference_t<std::iter_reference_t<It>>> span_of(It first, It last) {
+  return {std::to_address(first), static_cast<std::size_t>(last - first)};
+}
+}  // namespace detail
+
+template <std::contiguous_iterator It, class Compare = std::less<>>
+void sort(It first, It last, Compare comp = {}) {
+  auto range = detail::span_of(first, last);
+  oa::stl::sort(range, comp);
+  oa::evaluate();
+}
+template <std::contiguous_iterator It>
+void fill(It first, It last, const std::iter_value_t<It>& value) {
+  auto range = detail::span_of(first, last);
+  oa::stl::fill(range, value);
+  oa::evaluate();
+}
+template <std::contiguous_iterator It>
+void iota(It first, It last, std::iter_value_t<It> value) {
+  auto range = detail::span_of(first, last);
+  oa::stl::iota(range, value);
+  oa::evaluate();
+}
+template <std::contiguous_iterator It, class F>
+void for_each(It first, It last, F f) {
+  auto range = detail::span_of(first, last);
+  oa::stl::for_each(range, f);
+  oa::evaluate();
+}
+template <std::contiguous_iterator It, class F>
+auto transform(It first, It last, F unary_op) {
+  return oa::stl::transform(detail::span_of(first, last), unary_op);
+}
+template <std::contiguous_iterator It, class T, class Op = std::plus<>>
+lazy<T> reduce(It first, It last, T init, Op op = {}) {
+  return oa::stl::reduce(detail::span_of(first, last), init, op);
+}
+template <std::contiguous_iterator It>
+lazy<std::int64_t> count(It first, It last, const std::iter_value_t<It>& value) {
+  return oa::stl::count(detail::span_of(first, last), value);
+}
+template <std::contiguous_iterator It, class P>
+lazy<std::int64_t> count_if(It first, It last, P p) {
+  return oa::stl::count_if(detail::span_of(first, last), p);
+}
+template <std::contiguous_iterator It>
+auto min_element(It first, It last) {
+  return oa::stl::min_element(detail::span_of(first, last));
+}
+template <std::contiguous_iterator It>
+auto max_element(It first, It last) {
+  return oa::stl::max_element(detail::span_of(first, last));
+}
+template <std::contiguous_iterator It, class Op = std::plus<>>
+auto inclusive_scan(It first, It last, Op op = {}) {
+  return oa::stl::inclusive_scan(detail::span_of(first, last), op);
+}
+template <std::contiguous_iterator It, class T, class Op = std::plus<>>
+lazy<std::vector<T>> exclusive_scan(It first, It last, T init, Op op = {}) {
+  return oa::stl::exclusive_scan(detail::span_of(first, last), init, op);
 }
 
 }  // namespace oa::stl

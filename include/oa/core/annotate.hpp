@@ -384,13 +384,15 @@ struct check_reduction_split {
   static constexpr bool value = split::reduction_split<Split, R>;
 };
 
-/// A view that is a copy of its chunk (the value type itself: a library type
-/// owning its storage) lives in host memory: written by a mut or out call,
-/// it must be stored back, and a GPU function cannot be given it.
+/// A view that is a copy of its chunk (the value type itself, owning its
+/// storage: a library's container; a span viewing the value is the value
+/// type too, but owns nothing) lives in host memory: written by a mut or
+/// out call, it must be stored back, and a GPU function cannot be given it.
 template <fixed_string Function, std::size_t Argument, class Split, class T, bool Written, bool Gpu>
 struct check_copy_view {
   using view = typename Split::template view<T>;
-  static constexpr bool copy = std::is_same_v<std::remove_cvref_t<view>, std::remove_cvref_t<T>>;
+  static constexpr bool copy = std::is_same_v<std::remove_cvref_t<view>, std::remove_cvref_t<T>> &&
+                               !std::is_trivially_copyable_v<std::remove_cvref_t<view>>;
   static constexpr bool stored = !copy || !Written || split::contract::has_store<Split, view>;
   static constexpr bool device = !copy || !Gpu || split::contract::has_device_view<Split, T>;
   static_assert(stored,

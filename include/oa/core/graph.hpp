@@ -168,7 +168,9 @@ class graph : public std::enable_shared_from_this<graph> {
   int add(call_node n);
   /// The latest version of a caller's object used in this graph (a mut call
   /// makes a new version); creates the binding on first use. Null when the
-  /// latest version is pending under another split type: evaluate first.
+  /// latest version is pending under another split type, or when a pending
+  /// call updates another object over the same elements (a span of a
+  /// vector): evaluate first.
   value_ptr bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label);
   /// bind_user, evaluating this graph first when the latest version is
   /// pending under another split type. If that version's call failed, the
