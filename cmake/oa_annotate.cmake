@@ -42,6 +42,16 @@ function(oa_annotate target)
   if(NOT TARGET ${ANN_LIBRARY})
     message(FATAL_ERROR "${_fn}: LIBRARY ${ANN_LIBRARY} is not a target of this project")
   endif()
+  get_target_property(_aliased ${ANN_LIBRARY} ALIASED_TARGET)
+  if(_aliased)
+    set(ANN_LIBRARY ${_aliased})
+  endif()
+  get_target_property(_imported ${ANN_LIBRARY} IMPORTED)
+  if(_imported)
+    message(FATAL_ERROR "${_fn}: LIBRARY ${ANN_LIBRARY} is imported (found installed): its sources must be built "
+                        "again with the namespace renamed, so it must be a target this project builds")
+  endif()
+  get_target_property(_library_type ${ANN_LIBRARY} TYPE)
   if(NOT ANN_NAMESPACE MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
     message(FATAL_ERROR "${_fn}: NAMESPACE must be one identifier (a top-level namespace), not '${ANN_NAMESPACE}'")
   endif()
@@ -68,12 +78,21 @@ function(oa_annotate target)
 
   # The library, renamed: built once, shared by every target annotated with it.
   set(_renamed ${ANN_LIBRARY}_oa)
-  if(NOT TARGET ${_renamed})
+  if(NOT TARGET ${_renamed} AND _library_type STREQUAL "INTERFACE_LIBRARY")
+    # Header-only: the renamed namespace is compiled where the headers are
+    # included; nothing to build again.
+    add_library(${_renamed} INTERFACE)
+    target_link_libraries(${_renamed} INTERFACE ${ANN_LIBRARY} oa::oa)
+    if(ANN_GPU_SOURCES)
+      message(WARNING "${_fn}: GPU_SOURCES of a header-only library are left out: add them to a library of "
+                      "their own, compiled with ${ANN_NAMESPACE}=${ANN_NAMESPACE}_plain")
+    endif()
+  elseif(NOT TARGET ${_renamed})
     get_target_property(_sources ${ANN_LIBRARY} SOURCES)
     get_target_property(_dir ${ANN_LIBRARY} SOURCE_DIR)
     set(_abs)
     foreach(_s IN LISTS _sources)
-      if(IS_ABSOLUTE "${_s}")
+      if(IS_ABSOLUTE "${_s}" OR _s MATCHES "^\\$<")  # generator expressions as they are
         list(APPEND _abs "${_s}")
       else()
         list(APPEND _abs "${_dir}/${_s}")
@@ -86,12 +105,23 @@ function(oa_annotate target)
       endforeach()
     endif()
     add_library(${_renamed} STATIC ${_abs})
-    target_compile_definitions(${_renamed} PRIVATE ${ANN_NAMESPACE}=${ANN_NAMESPACE}_plain)
+    # The library's own build settings, and the rename.
+    target_compile_definitions(${_renamed}
+      PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_COMPILE_DEFINITIONS>
+      PRIVATE $<TARGET_PROPERTY:${ANN_LIBRARY},COMPILE_DEFINITIONS> ${ANN_NAMESPACE}=${ANN_NAMESPACE}_plain)
+    target_compile_options(${_renamed}
+      PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_COMPILE_OPTIONS>
+      PRIVATE $<TARGET_PROPERTY:${ANN_LIBRARY},COMPILE_OPTIONS>)
     target_include_directories(${_renamed}
       PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_INCLUDE_DIRECTORIES>
       PRIVATE $<TARGET_PROPERTY:${ANN_LIBRARY},INCLUDE_DIRECTORIES>)
-    target_link_libraries(${_renamed} PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_LINK_LIBRARIES> oa::oa)
+    # Its link dependencies, private ones included: the copy is static.
+    target_link_libraries(${_renamed} PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},LINK_LIBRARIES> oa::oa)
     set_target_properties(${_renamed} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+    get_target_property(_features ${ANN_LIBRARY} COMPILE_FEATURES)
+    if(_features)
+      target_compile_features(${_renamed} PUBLIC ${_features})
+    endif()
     if(_gpu)
       target_compile_definitions(${_renamed} PUBLIC OA_ANNOTATIONS_GPU=1)
       set_target_properties(${_renamed} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)

@@ -204,6 +204,43 @@ TEST_CASE("chunks as the library's type: element-wise device functions write the
   }
 }
 
+// Updates in place, but changes the chunk's length: an error, not an overflow.
+void grow(samples& s) { s.v.push_back(0.0); }
+inline constexpr auto grow_oa = oa::annotate<"lib::grow">(oa::cpu(&grow), oa::args(oa::mut<samples_split>("s")));
+
+TEST_CASE("chunks as the library's type: an update that changes the chunk's length is an error; the data is as it was") {
+  oa_test::config_scope cs(paged(false));
+  samples x = ramp_samples(30000);
+  const samples before = x;
+  grow_oa(x);
+  CHECK_THROWS_WITH(oa::evaluate(), doctest::Contains("must keep its length"));
+  CHECK(x.v == before.v);
+}
+
+TEST_CASE("lazy::take moves a result out only when nothing else holds it") {
+  oa_test::config_scope cs(paged(false));
+  const samples x = ramp_samples(20000);
+  {
+    // Nothing else holds it: moved (no copy of its samples).
+    oa::lazy<samples> y = twice_oa(x);
+    const double* data = y.get().v.data();
+    const samples got = std::move(y).take();
+    CHECK(got.v.data() == data);
+    CHECK(!y.valid());
+  }
+  {
+    // A pending call reads it: copied, and the call still sees the samples.
+    oa::lazy<samples> y = twice_oa(x);
+    (void)y.get();
+    oa::lazy<samples> z = twice_oa(y);
+    const samples got = std::move(y).take();
+    CHECK(got.v.size() == x.v.size());
+    const samples& zz = z.get();
+    REQUIRE(zz.v.size() == x.v.size());
+    for (std::size_t i = 0; i < x.v.size(); i += 999) CHECK(zz.v[i] == 4 * x.v[i]);
+  }
+}
+
 TEST_CASE("chunks as the library's type: a chunk of the wrong length, and a failed update, are errors; nothing is lost") {
   oa_test::config_scope cs(paged(false));
   const samples x = ramp_samples(30000);

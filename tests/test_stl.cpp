@@ -374,6 +374,11 @@ TEST_CASE("a span of a vector and the vector: a call through one sees what a cal
     CHECK(oa::stl::reduce(v, 0.0).get() == 2.0 * static_cast<double>(v.size()));
     oa::stl::iota(v, 0.0);  // through the vector
     CHECK(oa::stl::reduce(s, 0.0).get() == static_cast<double>(v.size()) * static_cast<double>(v.size() - 1) / 2);
+    // The vector bound first, then a span of it updated, then the vector read again.
+    auto negated = oa::stl::transform(v, std::negate<>{});
+    oa::stl::fill(s, 5.0);
+    CHECK(oa::stl::reduce(oa::stl::transform(v, std::negate<>{}), 0.0).get() == -5.0 * static_cast<double>(v.size()));
+    CHECK(negated.get()[1] == -1.0);  // the iota's values, read before the fill
     std::span<double> tail = s.subspan(v.size() / 2);
     oa::stl::sort(tail, std::greater<>{});  // half of it, through a span
     oa::stl::fill(v, 3.0);                  // then all of it
@@ -417,6 +422,9 @@ TEST_CASE("for_each and contiguous iterator ranges: the standard algorithms' res
     std::vector<std::int64_t> scanned(want.size()), tripled(want.size());
     std::inclusive_scan(want.begin(), want.end(), scanned.begin());
     CHECK(oa::stl::inclusive_scan(v.begin(), v.end()).get() == scanned);
+    // Temporaries the scan's two passes both read: a span, a vector made for the call.
+    CHECK(oa::stl::inclusive_scan(std::span<const std::int64_t>(v)).get() == scanned);
+    CHECK(oa::stl::inclusive_scan(std::vector<std::int64_t>(v)).get() == scanned);
     std::exclusive_scan(want.begin(), want.end(), scanned.begin(), std::int64_t{5});
     CHECK(oa::stl::exclusive_scan(v.begin(), v.end(), std::int64_t{5}).get() == scanned);
     std::transform(want.begin(), want.end(), tripled.begin(), [](std::int64_t x) { return 3 * x; });

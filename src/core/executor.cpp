@@ -182,6 +182,8 @@ void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_
         n.kernel->gpu(ka, stream);
       else
         n.kernel->twin(ka);
+    } catch (const device_fault&) {
+      throw;  // the device is lost (a GPU entry's sticky fault): the chunk re-runs on the host
     } catch (...) {
       throw call_failed{p, std::current_exception()};
     }

@@ -28,13 +28,13 @@ value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shap
   auto it = user_versions_.find(object);
   if (it != user_versions_.end() && it->second->ops == ops) return it->second;
   if (it != user_versions_.end() && it->second->pending()) return nullptr;  // caller evaluates first
-  // Another object over the same elements (a span of a vector) that a
-  // pending call updates: this one's elements are what that call leaves, so
-  // the caller evaluates first.
+  // Another object over the same elements (a span of a vector) that pending
+  // calls use: their order through two objects is not tracked, so the caller
+  // evaluates first (then this object is the only one bound over them).
   const auto [first, last] = storage_of(object, ops, s);
   if (first)
     for (const auto& [other, version] : user_versions_) {
-      if (other == object || !version->pending()) continue;
+      if (other == object) continue;
       const auto [o_first, o_last] = storage_of(other, version->ops, version->shape);
       if (o_first && first < o_last && o_first < last) return nullptr;
     }

@@ -204,8 +204,9 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
     }
   }
 
-  // Scratch memory of device functions given as code: a buffer of its own per
-  // call (its GPU function may use it while the next call of the stage runs).
+  // Scratch memory of device functions given as code: a buffer per call that
+  // declares some (calls of a chunk run one after another on its stream, so
+  // one buffer of the largest would do: a later refinement).
   if (mode != placement_mode::in_place)
     for (std::size_t p = 0; p < s.calls.size(); ++p) {
       const call_node& n = nodes[static_cast<std::size_t>(s.calls[p])];

@@ -542,9 +542,14 @@ class cuda_device final : public device {
       timing_events_->give(op.begin);
       throw;
     }
-    OA_CUDA_TRY(cudaEventRecord(op.begin, cs));
-    work();
-    OA_CUDA_TRY(cudaEventRecord(op.end, cs));
+    try {
+      OA_CUDA_TRY(cudaEventRecord(op.begin, cs));
+      work();  // an entry's error (a user's GPU function) gives the events back too
+      OA_CUDA_TRY(cudaEventRecord(op.end, cs));
+    } catch (...) {
+      release(op);
+      throw;
+    }
     std::lock_guard lock(mutex_);
     ops_.push_back(std::move(op));
   }

@@ -12,13 +12,18 @@
 
 #include "oa/core/error.hpp"
 #include "oa/cuda/device.hpp"
+#include "oa/cuda/error.hpp"
 #include "oa/cuda/stl.hpp"
 
 namespace oa::cuda::stl {
 namespace {
 
+/// A CUDA error as oa classifies it (a sticky fault loses the device; its
+/// chunks re-run on the host); the launch error CUB or a kernel left is cleared.
 void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw error(std::string("oa::stl on the GPU: ") + what + ": " + cudaGetErrorString(e));
+  if (e == cudaSuccess) e = cudaGetLastError();
+  else (void)cudaGetLastError();
+  if (e != cudaSuccess) detail::throw_cuda(e, what, __FILE__, __LINE__);
 }
 
 /// CUB's temporary storage, from the chunk's scratch memory.
@@ -110,7 +115,7 @@ void iota(const stream_view& s, T* out, std::size_t n, std::size_t first, T valu
   if (n == 0) return;
   const std::size_t grid = (n + 255) / 256;
   iota_kernel<<<static_cast<unsigned>(grid < 4096 ? grid : 4096), 256, 0, native_stream(s)>>>(out, n, first, value);
-  check(cudaPeekAtLastError(), "iota");
+  check(cudaSuccess, "iota");
 }
 
 #define OA_STL_INSTANTIATE(T)                                                                                       \

@@ -430,7 +430,14 @@ inline constexpr auto scan_with_totals = oa::annotate<"oa::stl::scan">(
 
 template <class Op, class T, bool Inclusive, class In>
 lazy<std::vector<T>> scan(In&& in, T init) {
-  lazy<std::vector<T>> totals = block_totals<Op, T>(in);
+  // Two calls read `in`. The caller's object is read where it is; a
+  // temporary (a span of a range, a lazy handle, a vector made for the call)
+  // is kept by each call that reads it, so the first gets its own copy.
+  lazy<std::vector<T>> totals;
+  if constexpr (std::is_lvalue_reference_v<In>)
+    totals = block_totals<Op, T>(in);
+  else
+    totals = block_totals<Op, T>(std::remove_cvref_t<In>(in));
   return scan_with_totals<Op, T, Inclusive>(std::forward<In>(in), std::move(totals), init);
 }
 

@@ -4,6 +4,7 @@
 
 #include <geo/series.hpp>
 #include <oa/cuda/device.hpp>
+#include <oa/cuda/error.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -29,9 +30,11 @@ unsigned blocks_for(std::size_t n) {
   return static_cast<unsigned>(b < 4096 ? (b ? b : 1) : 4096);
 }
 
+/// The launch's error, taken (cleared) and thrown as oa classifies CUDA
+/// errors: a sticky fault loses the device, and oa re-runs the chunk on the host.
 void check(const char* what) {
-  const cudaError_t e = cudaPeekAtLastError();
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+  const cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) oa::cuda::detail::throw_cuda(e, what, __FILE__, __LINE__);
 }
 
 }  // namespace

@@ -560,7 +560,15 @@ struct part_binder {
   /// A writable view that is a copy of the chunk goes back to its region.
   template <class V>
   void write_back(const V& v, const kernel_args& a) const {
-    if constexpr (!Const && split::contract::has_store<S, V>) S::store(v, a.regions[slot], shape, a.r);
+    if constexpr (!Const && split::contract::has_store<S, V>) {
+      if constexpr (requires { S::shape_of(v); }) {
+        const std::size_t got = S::shape_of(v).units;
+        if (got != a.r.size())
+          throw error("oa: a function left its chunk with " + std::to_string(got) + " units where it had " +
+                      std::to_string(a.r.size()) + " (an argument updated in place must keep its length)");
+      }
+      S::store(v, a.regions[slot], shape, a.r);
+    }
   }
   /// A chunk the function returned: stored into its region, its length checked.
   template <class R>

@@ -58,13 +58,16 @@ class lazy {
     return *static_cast<const T*>(v_->object);
   }
   operator const T&() const { return get(); }
-  /// The value, moved out when this is its only handle and the runtime owns
-  /// it (a result), else copied; the handle is empty afterwards. For eager
+  /// The value, moved out when the runtime owns it (a result) and nothing
+  /// else holds it (no other handle, no pending call, no table of the
+  /// runtime), else copied; the handle is empty afterwards. For eager
   /// wrappers that return a library's own type by value.
   T take() && {
     const T& value = get();
     lazy self(std::move(*this));
-    if (self.v_->owned && self.v_->handles.load(std::memory_order_relaxed) == 1)
+    // The value and its storage: a later call reading a ready value shares
+    // the storage (not the value) with it.
+    if (self.v_->owned && self.v_.use_count() == 1 && self.v_->owned.use_count() == 1)
       return std::move(*static_cast<T*>(self.v_->object));
     return value;
   }
