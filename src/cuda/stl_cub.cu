@@ -1,6 +1,7 @@
 // oa::stl's GPU versions over CUB (see oa/cuda/stl.hpp).
 
 #include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_reduce.cuh>
 #include <cub/device/device_scan.cuh>
 #include <cub/device/device_segmented_reduce.cuh>
 #include <cuda/std/functional>
@@ -43,6 +44,17 @@ struct block_bound {
     return at < n ? at : n;
   }
 };
+
+/// The chunk's index made the range's (or the empty chunk's identity).
+template <class T>
+__global__ void finish_position(T* value, std::int64_t* index, std::size_t n, std::size_t first) {
+  if (n == 0) {
+    *value = T{};
+    *index = -1;
+  } else {
+    *index += static_cast<std::int64_t>(first);
+  }
+}
 
 template <class T>
 __global__ void iota_kernel(T* out, std::size_t n, std::size_t first, T value) {
@@ -111,6 +123,25 @@ void scan_sum(const stream_view& s, const T* in, T* out, std::size_t n, T init, 
 }
 
 template <class T>
+void arg_extreme(const stream_view& s, const T* in, std::size_t n, std::size_t first, bool min, T* value,
+                 std::int64_t* index, std::span<std::byte> scratch) {
+  const cudaStream_t cs = native_stream(s);
+  if (n > 0) {
+    const auto items = static_cast<std::int64_t>(n);
+    std::size_t bytes = 0;
+    check(min ? cub::DeviceReduce::ArgMin(nullptr, bytes, in, value, index, items, cs)
+              : cub::DeviceReduce::ArgMax(nullptr, bytes, in, value, index, items, cs),
+          "sizing an extremum");
+    void* tmp = temporary(scratch, bytes, "an extremum");
+    check(min ? cub::DeviceReduce::ArgMin(tmp, bytes, in, value, index, items, cs)
+              : cub::DeviceReduce::ArgMax(tmp, bytes, in, value, index, items, cs),
+          "an extremum");
+  }
+  finish_position<<<1, 1, 0, cs>>>(value, index, n, first);
+  check(cudaSuccess, "an extremum's position");
+}
+
+template <class T>
 void iota(const stream_view& s, T* out, std::size_t n, std::size_t first, T value) {
   if (n == 0) return;
   const std::size_t grid = (n + 255) / 256;
@@ -122,7 +153,9 @@ void iota(const stream_view& s, T* out, std::size_t n, std::size_t first, T valu
   template void sort_runs<T>(const stream_view&, const T*, T*, std::size_t, std::size_t, bool, std::span<std::byte>); \
   template void block_sums<T>(const stream_view&, const T*, std::size_t, std::size_t, T*, std::span<std::byte>);     \
   template void scan_sum<T>(const stream_view&, const T*, T*, std::size_t, T, bool, std::span<std::byte>);           \
-  template void iota<T>(const stream_view&, T*, std::size_t, std::size_t, T);
+  template void iota<T>(const stream_view&, T*, std::size_t, std::size_t, T);                                       \
+  template void arg_extreme<T>(const stream_view&, const T*, std::size_t, std::size_t, bool, T*, std::int64_t*,      \
+                               std::span<std::byte>);
 OA_STL_INSTANTIATE(std::int32_t)
 OA_STL_INSTANTIATE(std::int64_t)
 OA_STL_INSTANTIATE(float)

@@ -25,13 +25,14 @@
 // (`template <class R> static R identity()`). Results are std::vector of the
 // result type, whatever the input container; a predicate's results are
 // std::vector<char> (0 or 1): std::vector<bool> packs bits and has no
-// contiguous storage to split. sort's runs, the scans (sums) and iota have
-// GPU versions over CUB (oa/cuda/stl.hpp) given as oa::kernel, whose twins on
-// the emulated device are the CPU functions; the sort's merge, scans with
-// other operations, min_element and max_element run on the host, out of core
-// (chunk by chunk), whatever the device.
+// contiguous storage to split. sort's runs, the scans (sums), iota,
+// min_element and max_element have GPU versions over CUB (oa/cuda/stl.hpp)
+// given as oa::kernel, whose twins on the emulated device are the CPU
+// functions; the sort's merge and scans with other operations run on the
+// host, out of core (chunk by chunk), whatever the device.
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <memory>
@@ -224,7 +225,7 @@ template <class T>
 inline constexpr std::size_t gpu_sort_scratch(std::size_t run) {
   return run * sizeof(T) + (std::size_t{1} << 20);
 }
-inline constexpr std::size_t gpu_scan_scratch_fixed = std::size_t{1} << 20;
+inline constexpr std::size_t gpu_scratch_fixed = std::size_t{1} << 20;
 
 // ---- the annotations: one per algorithm and kind of callable -----------------
 
@@ -356,14 +357,26 @@ inline constexpr auto extreme_of_chunk = [](const auto& in) {
   const auto it = Min ? std::min_element(in.begin(), in.end()) : std::max_element(in.begin(), in.end());
   return it == in.end() ? P{} : P{*it, static_cast<std::int64_t>(in.first) + (it - in.begin())};
 };
+/// On a GPU: CUB's ArgMin/ArgMax into the chunk's partial (NaN-free values).
+template <class P, bool Min>
+inline constexpr auto extreme_on_gpu = OA_STL_GPU(gpu_type<decltype(P::value)>, [](const stream_view& s, const auto& in,
+                                                                                   P* partial,
+                                                                                   std::span<std::byte> scratch) {
+  using T = decltype(P::value);
+  auto* at = reinterpret_cast<std::byte*>(partial);
+  oa::cuda::stl::arg_extreme<T>(s, in.data(), in.size(), in.first, Min, reinterpret_cast<T*>(at + offsetof(P, value)),
+                                reinterpret_cast<std::int64_t*>(at + offsetof(P, index)), scratch);
+});
 template <class P>
 inline constexpr auto min_element = oa::annotate<"std::min_element">(
     oa::cpu(extreme_of_chunk<P, true>),
-    oa::args(oa::in<split::indexed>("first"), oa::ret<split::reduce<first_of<P, true>>, P>));
+    oa::args(oa::in<split::indexed>("first"), oa::ret<split::reduce<first_of<P, true>>, P>),
+    oa::device_fn(oa::kernel(extreme_on_gpu<P, true>).scratch(0, gpu_scratch_fixed)));
 template <class P>
 inline constexpr auto max_element = oa::annotate<"std::max_element">(
     oa::cpu(extreme_of_chunk<P, false>),
-    oa::args(oa::in<split::indexed>("first"), oa::ret<split::reduce<first_of<P, false>>, P>));
+    oa::args(oa::in<split::indexed>("first"), oa::ret<split::reduce<first_of<P, false>>, P>),
+    oa::device_fn(oa::kernel(extreme_on_gpu<P, false>).scratch(0, gpu_scratch_fixed)));
 
 template <class T>
 inline constexpr auto iota = oa::annotate<"std::iota">(
@@ -397,7 +410,7 @@ inline constexpr auto block_totals = oa::annotate<"oa::stl::scan (block totals)"
                                           oa::cuda::stl::block_sums<T>(s, in.data(), in.size(), scan_block,
                                                                        totals.data(), scratch);
                                         }))
-                      .scratch(0, gpu_scan_scratch_fixed)));
+                      .scratch(0, gpu_scratch_fixed)));
 
 /// out[i] = init op in[0] op ... op in[i] (inclusive), or the same without
 /// in[i] (exclusive); a block starts from the totals of the blocks before it.
@@ -426,7 +439,7 @@ inline constexpr auto scan_with_totals = oa::annotate<"oa::stl::scan">(
                                           oa::cuda::stl::scan_sum<T>(s, in.data(), out.data(), in.size(), carry,
                                                                      Inclusive, scratch);
                                         }))
-                      .scratch(scan_block / 32, gpu_scan_scratch_fixed)));
+                      .scratch(scan_block / 32, gpu_scratch_fixed)));
 
 template <class Op, class T, bool Inclusive, class In>
 lazy<std::vector<T>> scan(In&& in, T init) {
@@ -584,14 +597,14 @@ lazy<T> inner_product(In1&& a, In2&& b, T init) {
 }
 
 /// std::min_element: the smallest element and its index (the first of equal
-/// ones), on the host.
+/// ones; values NaN-free on a GPU).
 template <class In>
 lazy<position<detail::element_t<In>>> min_element(In&& in) {
   return detail::min_element<position<detail::element_t<In>>>(std::forward<In>(in));
 }
 
 /// std::max_element: the largest element and its index (the first of equal
-/// ones), on the host.
+/// ones; values NaN-free on a GPU).
 template <class In>
 lazy<position<detail::element_t<In>>> max_element(In&& in) {
   return detail::max_element<position<detail::element_t<In>>>(std::forward<In>(in));

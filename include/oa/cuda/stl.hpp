@@ -6,6 +6,7 @@
 // No CUDA header is needed to call them.
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "oa/core/device.hpp"
@@ -29,6 +30,13 @@ void block_sums(const stream_view& s, const T* in, std::size_t n, std::size_t bl
 template <class T>
 void scan_sum(const stream_view& s, const T* in, T* out, std::size_t n, T init, bool inclusive,
               std::span<std::byte> scratch);
+
+/// The smallest (min) or largest element of in[0, n) and its index plus
+/// `first`, the first of equal ones, written to *value and *index (device
+/// memory); for n = 0, a value-initialised value and index -1.
+template <class T>
+void arg_extreme(const stream_view& s, const T* in, std::size_t n, std::size_t first, bool min, T* value,
+                 std::int64_t* index, std::span<std::byte> scratch);
 
 /// out[i] = value + (first + i), as std::iota's values.
 template <class T>
