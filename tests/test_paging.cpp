@@ -4,7 +4,13 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+
 #include <oa/annotations/eigen_array.hpp>
+#include <oa/annotations/stl.hpp>
 
 #include "bodies.hpp"
 #include "support.hpp"
@@ -115,4 +121,49 @@ TEST_CASE("paging: the shared body on the emulated device, with CPU and with dev
   oa::config fused = oa_test::emulated_config(0);
   fused.emulated_fused = true;  // the CUDA device's path: one generated kernel per chunk
   oa_test::paging_within_budget(fused, 1e-12);
+}
+
+TEST_CASE("paging: copies kept on the device give way to a stage that needs the budget") {
+  // A sort's runs take 2^18 elements per unit: beside the copy a scan kept
+  // of its input, or a whole copy of it, one unit no longer fits 4 MiB.
+  // The stage runs without them instead of being refused.
+  config_scope cs(oa_test::emulated_config(std::size_t{4} << 20));
+  std::vector<std::int32_t> v(300000);
+  std::mt19937 g(5);
+  for (auto& x : v) x = static_cast<std::int32_t>(g() % 1000);
+  std::vector<std::int32_t> want_scan(v.size());
+  std::inclusive_scan(v.begin(), v.end(), want_scan.begin());
+  std::vector<std::int32_t> want = v;
+  std::sort(want.begin(), want.end());
+
+  oa::clear_reports();
+  std::vector<std::int32_t> scanned = oa::stl::inclusive_scan(v).get();  // keeps a copy of v
+  CHECK(scanned == want_scan);
+  oa::stl::sort(v);  // reads the copy the scan kept, pinned for the stage
+  oa::evaluate();
+  CHECK(v == want);
+  std::shuffle(v.begin(), v.end(), g);
+  oa::stl::sort(v);  // beside a whole copy of its input
+  oa::evaluate();
+  CHECK(v == want);
+  const auto reps = oa::reports();
+  CHECK(reps.size() == 6);
+  for (const auto& r : reps) {
+    CAPTURE(r.placement_reason);
+    CHECK(r.error.empty());
+  }
+  CHECK(reps.at(2).device == "emulated");  // the first sort's runs
+  CHECK(reps.at(4).device == "emulated");
+}
+
+TEST_CASE_TEMPLATE("paging: a scan runs at a budget its whole copies would not leave room in", T, std::int32_t,
+                   std::int64_t) {
+  config_scope cs(oa_test::emulated_config(std::size_t{2} << 20));
+  std::vector<T> v(200000);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<T>(i % 7) - 3;
+  std::vector<T> want(v.size());
+  std::inclusive_scan(v.begin(), v.end(), want.begin());
+  CHECK(oa::stl::inclusive_scan(v).get() == want);
+  std::exclusive_scan(v.begin(), v.end(), want.begin(), T{3});
+  CHECK(oa::stl::exclusive_scan(v, T{3}).get() == want);
 }

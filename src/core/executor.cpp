@@ -535,6 +535,9 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
     P = plan_stage(s, nodes, needed_on_host, dev, host, without);
     whole_copies.resize(P.layout.values.size());
   }
+  // Planned without the copies pinned for it: the stage reads every value
+  // from the host, which must hold them first.
+  if (P.release_pinned) opt.resident->release_pinned();
   // Updates in place: the new version of a value with a buffer of its own
   // lives where the old one does (its copy), and a copy ends up holding the
   // last version.

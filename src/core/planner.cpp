@@ -183,6 +183,13 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
   };
   for (auto& v : L.values)
     if (v.cls == value_class::input && needs_buffer(v)) v.buffer = take_for(v);
+  // Values by the position of their last reader: each position frees only
+  // its own, so a long chain lays out in linear time.
+  std::vector<std::vector<int>> dying(s.calls.size());
+  for (std::size_t i = 0; i < L.values.size(); ++i) {
+    const int last = L.values[i].last;
+    if (last >= 0 && static_cast<std::size_t>(last) < dying.size()) dying[static_cast<std::size_t>(last)].push_back(static_cast<int>(i));
+  }
   std::unordered_set<int> handed_over;
   for (std::size_t p = 0; p < s.calls.size(); ++p) {
     const call_node& n = nodes[static_cast<std::size_t>(s.calls[p])];
@@ -197,10 +204,9 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
         if (needs_buffer(v)) v.buffer = take_for(v);
       }
     }
-    for (std::size_t i = 0; i < L.values.size(); ++i) {
-      const auto& v = L.values[i];
-      if (v.last == static_cast<int>(p) && v.buffer >= 0 && !handed_over.count(static_cast<int>(i)) && !own.count(v.v))
-        free_buffers[v.v->shape.unit_bytes()].push_back(v.buffer);
+    for (int i : dying[p]) {
+      const auto& v = L.values[static_cast<std::size_t>(i)];
+      if (v.buffer >= 0 && !handed_over.count(i) && !own.count(v.v)) free_buffers[v.v->shape.unit_bytes()].push_back(v.buffer);
     }
   }
 

@@ -88,6 +88,12 @@ void residency::write_back(entry& e) {
   e.host_valid = true;
 }
 
+void residency::release_pinned() {
+  for (const value_state* v : pinned_)
+    if (auto it = entries_.find(v); it != entries_.end()) write_back(*it->second);
+  pinned_.clear();
+}
+
 void residency::drop(const value_state* v) {
   pinned_.erase(v);
   entries_.erase(v);

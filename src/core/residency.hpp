@@ -59,6 +59,10 @@ class residency {
   }
   /// Bytes of the pinned copies (reserved out of the running stage's budget).
   std::size_t pinned_bytes() const noexcept;
+  /// Writes the device-only pinned copies back to their host storage and
+  /// unpins every copy, so that a stage reading its values from the host
+  /// may evict them (throws the device's error).
+  void release_pinned();
   /// Frees at least `bytes` if it can: unpinned copies go, largest first,
   /// device-only ones written back first (one that cannot be stays).
   /// Returns whether anything was freed.

@@ -1,6 +1,9 @@
 #include "core/stage_plan.hpp"
 
 #include <algorithm>
+#include <cstdint>
+
+#include "oa/core/error.hpp"
 
 namespace oa::detail {
 
@@ -69,19 +72,31 @@ bool stage_plan::shrink(chunk_plan& c, int& nslots) const {
   return true;
 }
 
-stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
-                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& fallback,
-                      const run_options& opt) {
+namespace {
+
+/// How much of the device's memory a plan may give to resident copies.
+enum class residency_use : std::uint8_t {
+  reads_and_copies,  // read resident inputs in place, make whole copies
+  reads,             // read resident inputs in place, no new copies
+  none,              // every value through the slots' buffers; pinned copies released
+};
+
+stage_plan plan_with(const stage& s, const std::vector<call_node>& nodes,
+                     const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& fallback,
+                     const run_options& opt, residency_use use) {
   stage_plan p;
   p.dev = &dev;
   p.fallback = &fallback;
   const bool in_place = dev.host_accessible();
   const bool fused = !in_place && dev.compiles_kernels() && !s.kernels;
+  const bool uses_copies = opt.resident && !in_place && use != residency_use::none;
   p.mode = in_place ? placement_mode::in_place : fused ? placement_mode::fused : placement_mode::staged;
   p.twins = s.device_capable && dev.runs_device_functions();
   p.layout = layout_stage(s, nodes, p.mode, needed_on_host);
   p.what = opt.stage_name + " [" + describe(s, nodes) + "] on " + dev.name();
-  const std::size_t reserved = opt.resident ? std::min(opt.resident->pinned_bytes(), dev.memory_budget()) : 0;
+  p.release_pinned = opt.resident && use == residency_use::none && opt.resident->pinned_bytes() > 0;
+  const std::size_t reserved =
+      opt.resident && !p.release_pinned ? std::min(opt.resident->pinned_bytes(), dev.memory_budget()) : 0;
 
   // On a device with its own memory: inputs with a copy there are read (or
   // updated) in place instead of copied in; the pinned copies' bytes are
@@ -94,11 +109,12 @@ stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
   p.resident_in.assign(p.layout.values.size(), nullptr);
   p.whole.assign(p.layout.values.size(), 0);
   std::unordered_set<const value_state*> own;
-  if (opt.resident && !in_place) {
+  if (uses_copies) {
     std::unordered_set<const value_state*> written_whole;
     for (int c : s.calls)
       for (const auto& a : nodes[static_cast<std::size_t>(c)].args)
         if (a.role == arg_role::out) written_whole.insert(a.value.get());
+    const bool new_copies = opt.whole_copies && use == residency_use::reads_and_copies;
     std::size_t room = (dev.memory_budget() - reserved) / 2;
     for (std::size_t k = 0; k < p.layout.values.size(); ++k) {
       const stage_value& sv = p.layout.values[k];
@@ -112,7 +128,7 @@ stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
         continue;
       }
       const std::size_t bytes = residency::span(host);
-      if (!opt.whole_copies || bytes == 0 || bytes > room) continue;
+      if (!new_copies || bytes == 0 || bytes > room) continue;
       room -= bytes;
       p.whole[k] = 1;
       p.whole_bytes += bytes;
@@ -136,11 +152,13 @@ stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
   }
   p.chunk_partial_bytes = entries * L.partial_bytes;
 
-
-
-  p.bytes_per_unit = in_place ? L.working_bytes_per_unit : L.buffer_bytes_per_unit;
+  // In place, a chunk touches its inputs and outputs where they live and its
+  // temporaries in buffers reused along the stage: what it keeps in cache,
+  // which does not grow with the number of temporaries.
+  const std::size_t in_place_bytes = L.in_bytes_per_unit + L.out_bytes_per_unit + L.buffer_bytes_per_unit;
+  p.bytes_per_unit = in_place ? in_place_bytes : L.buffer_bytes_per_unit;
   const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
-  p.slot_mem = {in_place ? std::vector<std::size_t>{L.working_bytes_per_unit} : L.buffer_unit_bytes,
+  p.slot_mem = {in_place ? std::vector<std::size_t>{in_place_bytes} : L.buffer_unit_bytes,
                 in_place ? 0 : p.chunk_partial_bytes, in_place ? 1 : dev.allocation_granularity()};
   if (!in_place) p.slot_mem.buffer_fixed = L.buffer_fixed_bytes;
   if (!own.empty()) {
@@ -152,6 +170,26 @@ stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
                          opt.chunk_bytes, p.what + largest_unit(L));
   p.slots = opt.sequential ? 1 : std::max(p.chunks.streams, 1);
   return p;
+}
+
+}  // namespace
+
+stage_plan plan_stage(const stage& s, const std::vector<call_node>& nodes,
+                      const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& fallback,
+                      const run_options& opt) {
+  // Resident copies are an optimisation: a stage that one unit per slot
+  // cannot fit beside them runs without them (new copies first, then the
+  // pinned ones), and is refused only when it does not fit the whole budget.
+  const bool copies = opt.resident && !dev.host_accessible();
+  if (copies) {
+    for (residency_use use : {residency_use::reads_and_copies, residency_use::reads}) {
+      try {
+        return plan_with(s, nodes, needed_on_host, dev, fallback, opt, use);
+      } catch (const oa::plan_error&) {
+      }
+    }
+  }
+  return plan_with(s, nodes, needed_on_host, dev, fallback, opt, residency_use::none);
 }
 
 }  // namespace oa::detail

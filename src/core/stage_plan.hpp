@@ -36,6 +36,10 @@ struct stage_plan {
   // evaluations (residency) when the stage succeeds.
   std::vector<char> whole;
   std::size_t whole_bytes = 0;
+  // The stage does not fit beside the copies pinned for it: it reads every
+  // value from the host, so device-only copies are written back and the
+  // copies unpinned (evicted by need) before it runs.
+  bool release_pinned = false;
   slot_memory slot_mem;
   chunk_plan chunks;
   int slots = 1;                 // pipeline slots (one per stream)
