@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <oa/annotations/eigen_array.hpp>
+#include <oa/linalg/gemm.hpp>
 #include <regex>
 #include <thread>
 
@@ -486,4 +487,134 @@ TEST_CASE("a stage refused at planning is in the report with its error") {
   REQUIRE(reps.size() == 1);
   CHECK(contains(reps[0].error, "the smallest budget that runs it"));
   CHECK(reps[0].calls.at(0) == "vecmath::add");
+}
+
+namespace {
+
+oa::config faulty(std::size_t budget, std::uint64_t launch, std::uint64_t copy, bool sticky_fault, bool fused = false) {
+  oa::config c = oa_test::emulated_config(budget);
+  c.fail_launch = launch;
+  c.fail_copy = copy;
+  c.fail_sticky = sticky_fault;
+  c.emulated_fused = fused;
+  return c;
+}
+
+struct fault_at {
+  std::uint64_t launch, copy;
+};
+
+/// A product, then a product of its result: the second is a later stage.
+struct product_chain {
+  Eigen::MatrixXd a = oa_test::random_matrix<Eigen::MatrixXd>(256, 256, 71),
+                  b = oa_test::random_matrix<Eigen::MatrixXd>(256, 256, 72),
+                  d = oa_test::random_matrix<Eigen::MatrixXd>(256, 96, 73);
+  std::pair<Eigen::MatrixXd, Eigen::MatrixXd> run() const {
+    oa::lazy<Eigen::MatrixXd> ab = oa::linalg::product(a, b);
+    oa::lazy<Eigen::MatrixXd> abd = oa::linalg::product(ab, d);
+    return {ab.get(), abd.get()};
+  }
+};
+
+/// Haversine then a sum of its result with a Black-Scholes-like chain of
+/// transcendental functions: math where host and device functions differ.
+struct fused_chain {
+  ArrayXd lat = oa_test::random_array(100000, -1.5, 1.5, 81), lon = oa_test::random_array(100000, -1.5, 1.5, 82);
+  std::pair<ArrayXd, double> run() const {
+    oa::lazy<ArrayXd> hav;
+    oa_workloads::haversine(oa::ref(lat), oa::ref(lon), hav);
+    const ArrayXd h = hav.get();  // one evaluation; the next is a later stage
+    oa::lazy<ArrayXd> e = exp(oa::ref(lat) * -0.5) * erf(oa::ref(lon)) + log(oa::ref(lat) + 2.0);
+    return {h, oa::sum(e).get()};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a non-sticky fault in a product: the failed tiles re-run to the same bits, the device keeps the next stage") {
+  const product_chain in;
+  const std::size_t budget = 256 << 10;
+  std::pair<Eigen::MatrixXd, Eigen::MatrixXd> expected;
+  {
+    config_scope cs(oa_test::emulated_config(budget));
+    expected = in.run();
+    REQUIRE(oa::reports().size() == 2);
+    REQUIRE(oa::reports()[0].chunks > 4);
+  }
+  for (const fault_at f : {fault_at{1, 0}, fault_at{2, 0}, fault_at{7, 0}, fault_at{0, 1}, fault_at{0, 3},
+                           fault_at{0, 11}}) {
+    CAPTURE(f.launch);
+    CAPTURE(f.copy);
+    config_scope cs(faulty(budget, f.launch, f.copy, false));
+    const auto got = in.run();
+    CHECK((got.first - expected.first).cwiseAbs().maxCoeff() == 0.0);
+    CHECK((got.second - expected.second).cwiseAbs().maxCoeff() == 0.0);
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 2);
+    CHECK(reps[0].device == "emulated");
+    CHECK(reps[0].host_reruns >= 1);
+    CHECK(reps[0].host_reruns < reps[0].chunks);  // only the failed tiles
+    CHECK(reps[0].device_chunks + reps[0].host_reruns == reps[0].chunks);
+    CHECK(reps[0].device_fault.empty());  // transient: the device is not lost
+    CHECK(reps[1].device == "emulated");
+    CHECK(reps[1].host_reruns == 0);
+  }
+}
+
+TEST_CASE("a sticky fault in a product: its unfinished tiles re-run on the host to the same bits, later stages there") {
+  const product_chain in;
+  const std::size_t budget = 256 << 10;
+  std::pair<Eigen::MatrixXd, Eigen::MatrixXd> expected;
+  {
+    config_scope cs(oa_test::emulated_config(budget));
+    expected = in.run();
+  }
+  for (const fault_at f : {fault_at{2, 0}, fault_at{7, 0}, fault_at{0, 3}}) {
+    CAPTURE(f.launch);
+    CAPTURE(f.copy);
+    config_scope cs(faulty(budget, f.launch, f.copy, true));
+    const auto got = in.run();
+    CHECK((got.first - expected.first).cwiseAbs().maxCoeff() == 0.0);
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 2);
+    CHECK(reps[0].host_reruns >= 1);
+    CHECK(contains(reps[0].device_fault, "injected fault"));
+    CHECK(reps[1].device == "host");
+    CHECK(contains(reps[1].placement_reason, "failed earlier"));
+    // The later product ran on the host in one piece: within its tolerance.
+    const double scale = expected.second.cwiseAbs().maxCoeff();
+    CHECK((got.second - expected.second).cwiseAbs().maxCoeff() <= 1e-12 * scale);
+  }
+}
+
+TEST_CASE("a fault in a fused chunk: re-run through the kernel's description, the same bits, the device kept") {
+  const fused_chain in;
+  const std::size_t budget = 256 << 10;
+  std::pair<ArrayXd, double> expected;
+  std::size_t stages = 0;
+  {
+    config_scope cs(faulty(budget, 0, 0, false, true));
+    expected = in.run();
+    stages = oa::reports().size();
+    REQUIRE(stages >= 2);
+    REQUIRE(oa::reports().at(0).chunks > 4);
+  }
+  for (const bool sticky_fault : {false, true})
+    for (const fault_at f : {fault_at{1, 0}, fault_at{3, 0}, fault_at{0, 2}, fault_at{0, 9}}) {
+      CAPTURE(sticky_fault);
+      CAPTURE(f.launch);
+      CAPTURE(f.copy);
+      config_scope cs(faulty(budget, f.launch, f.copy, sticky_fault, true));
+      const auto got = in.run();
+      CHECK((got.first - expected.first).abs().maxCoeff() == 0.0);
+      const auto reps = oa::reports();
+      REQUIRE(reps.size() == stages);
+      CHECK(reps[0].host_reruns >= 1);
+      CHECK(reps[0].device_fault.empty() == !sticky_fault);
+      for (std::size_t i = 1; i < reps.size(); ++i) CHECK(reps[i].device == (sticky_fault ? "host" : "emulated"));
+      if (sticky_fault)  // the later stage ran on the host, with the CPU functions
+        CHECK(std::abs(got.second - expected.second) <= 1e-12 * std::abs(expected.second));
+      else
+        CHECK(got.second == expected.second);
+    }
 }

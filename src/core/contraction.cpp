@@ -8,8 +8,11 @@
 // is cut into one part per stream and each part is one product.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstring>
+#include <functional>
+#include <new>
 #include <optional>
 
 #include "core/executor.hpp"
@@ -64,6 +67,10 @@ class c_backup {
     if (!saved_.empty()) copy_region(c_.as_region(), c_.packed_at(const_cast<std::byte*>(saved_.data())).as_region());
   }
   std::size_t bytes() const noexcept { return saved_.size(); }
+  /// C as it was, packed; empty when nothing was kept.
+  matrix_block saved() const noexcept {
+    return saved_.empty() ? matrix_block{} : c_.packed_at(const_cast<std::byte*>(saved_.data()));
+  }
 
  private:
   matrix_block c_;
@@ -145,10 +152,154 @@ std::exception_ptr run_in_host_memory(const call_node& n, const operands& o, dev
   return first;
 }
 
-/// The tiled pipeline on a device with its own memory. Returns the first
-/// error; on return the device has finished everything it was given.
-std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev, const run_options& opt,
-                             stage_report& rep, const std::string& what, device_buffer& kept) {
+/// One C tile of a tiled contraction, in the order the device runs them.
+struct tile {
+  std::size_t i0, mi, j0, nj;
+  bool first_in_line;
+};
+
+/// The order of tiles: along the held panel, so it is loaded once per line.
+std::vector<tile> tile_order(const tile_plan& plan, const contraction_desc& d) {
+  std::vector<tile> tiles;
+  const std::size_t TM = plan.tiles_m(), TN = plan.tiles_n();
+  const bool cols_outer = plan.hold == held_panel::b_cols;
+  for (std::size_t p = 0; p < (cols_outer ? TN : TM); ++p)
+    for (std::size_t q = 0; q < (cols_outer ? TM : TN); ++q) {
+      const std::size_t ti = cols_outer ? q : p, tj = cols_outer ? p : q;
+      const std::size_t i0 = ti * plan.mt, j0 = tj * plan.nt;
+      tiles.push_back({i0, std::min(plan.mt, d.m - i0), j0, std::min(plan.nt, d.n - j0), q == 0});
+    }
+  return tiles;
+}
+
+/// How the tiled pipeline ended: tiles [0, rerun_from) are done (on the
+/// host, or in C's device copy); after a sticky fault (`lost`) the others
+/// must run on the host.
+struct tiled_outcome {
+  std::exception_ptr error;  // an error of the stage's call (not a device fault): the stage fails
+  std::exception_ptr fault;  // the first device fault, if any
+  bool lost = false;         // a sticky fault: the device is unusable
+  tile_plan plan;
+  std::vector<tile> tiles;
+  std::size_t rerun_from = 0;
+  std::size_t host_tiles = 0;  // tiles that failed on the device and ran on the host
+};
+
+/// Runs tiles [from, to) of a plan on the host; returns the first error.
+using host_rerun_fn = std::function<std::exception_ptr(const tile_plan& plan, const std::vector<tile>& tiles,
+                                                       std::size_t from, std::size_t to)>;
+
+/// Sorts an error of the pipeline into the outcome.
+void classify(tiled_outcome& out, const std::exception_ptr& e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const device_fault& f) {
+    if (!out.fault) out.fault = e;
+    out.lost = out.lost || f.sticky();
+  } catch (...) {
+    if (!out.error) out.error = e;
+  }
+}
+
+/// A buffer of host memory aligned as the device's allocations are.
+struct aligned_bytes {
+  static constexpr std::size_t alignment = 256;
+  explicit aligned_bytes(std::size_t bytes)
+      : p(static_cast<std::byte*>(::operator new(std::max<std::size_t>(bytes, 1), std::align_val_t{alignment}))) {}
+  ~aligned_bytes() { ::operator delete(p, std::align_val_t{alignment}); }
+  aligned_bytes(const aligned_bytes&) = delete;
+  aligned_bytes& operator=(const aligned_bytes&) = delete;
+  std::byte* p;
+};
+
+/// One tile as the device computes it: A's and B's pieces and C's tile
+/// packed as in device memory, the same k steps of the same step function
+/// (the emulated device's twin), so that the host gets the device's bits.
+void host_tile(const contraction_desc& d, const operands& o, const tile_plan& plan, const tile& tl,
+               const matrix_block& c_old) {
+  const std::size_t eb = d.elem_bytes;
+  aligned_bytes cbuf(tl.mi * tl.nj * eb), abuf(tl.mi * plan.kt * eb), bbuf(plan.kt * tl.nj * eb);
+  const matrix_block c_host = o.c_out.sub(tl.i0, tl.j0, tl.mi, tl.nj);
+  const matrix_block c = c_host.packed_at(cbuf.p);
+  if (d.reads_c) copy_region(c.as_region(), c_old.sub(tl.i0, tl.j0, tl.mi, tl.nj).as_region());
+  for (std::size_t kk = 0; kk < plan.steps_k(); ++kk) {
+    const std::size_t k0 = kk * plan.kt, kl = std::min(plan.kt, d.k - k0);
+    const matrix_block a_host = d.a_tile(o.a, tl.i0, tl.mi, k0, kl), b_host = d.b_tile(o.b, k0, kl, tl.j0, tl.nj);
+    const matrix_block a = a_host.packed_at(abuf.p), b = b_host.packed_at(bbuf.p);
+    copy_region(a.as_region(), a_host.as_region());
+    copy_region(b.as_region(), b_host.as_region());
+    d.cpu(a, b, c, kk == 0, {});
+  }
+  copy_region(c_host.as_region(), c.as_region());
+}
+
+/// Tiles [from, end) of a tiled contraction again on the host, one per
+/// launch over the host's streams; C's old tiles from `c_old`. Returns the
+/// first error.
+std::exception_ptr rerun_tiles_on_host(const call_node& n, const operands& o, device& host, const tile_plan& plan,
+                                       const std::vector<tile>& tiles, std::size_t from, std::size_t to,
+                                       const matrix_block& c_old) {
+  const contraction_desc& d = *n.contraction;
+  if (!d.cpu)
+    return std::make_exception_ptr(
+        invalid_argument(n.name, "device", "has no host entry to re-run tiles on (the annotation gives none)"));
+  if (d.reads_c && !c_old.data)
+    return std::make_exception_ptr(
+        invalid_argument(n.name, "C", "has no copy of its old values to re-run tiles from (internal error)"));
+  const std::size_t left = to - from;
+  const auto nstreams = std::min<std::size_t>(static_cast<std::size_t>(std::max(host.preferred_streams(), 1)), left);
+  stream_set ss(host);
+  std::exception_ptr first;
+  try {
+    for (std::size_t i = 0; i < nstreams; ++i) ss.add();
+    for (std::size_t k = 0; k < left; ++k) {
+      const tile tl = tiles[from + k];
+      host.launch_async({"host re-run", [&d, &o, &plan, tl, c_old](const stream_view&) { host_tile(d, o, plan, tl, c_old); }, {}},
+                        ss.streams[k % nstreams].id());
+    }
+  } catch (...) {
+    first = std::current_exception();
+  }
+  if (std::exception_ptr e = ss.drain(); e && !first) first = e;
+  return first;
+}
+
+/// After a fault, the finished tiles of a C kept only on the device go to the
+/// host (the result is not kept there); all tiles re-run if that fails too.
+void copy_back_finished(device& dev, tiled_outcome& res, const operands& o, const device_buffer& whole_c,
+                        const std::vector<char>& on_host) {
+  // Tiles the host ran before are run again with the others: C is whole on the host either way.
+  if (res.lost) {
+    res.rerun_from = 0;
+    res.host_tiles = 0;
+    return;
+  }
+  try {
+    stream_set ss(dev);
+    const stream_id s = ss.add();
+    for (std::size_t t = 0; t < res.rerun_from; ++t) {
+      if (on_host[t]) continue;
+      const tile& tl = res.tiles[t];
+      const matrix_block c_host = o.c_out.sub(tl.i0, tl.j0, tl.mi, tl.nj);
+      matrix_block c_dev = c_host;
+      c_dev.data = whole_c.data() + (c_host.data - o.c_out.data);
+      dev.copy_to_host_async(c_host.as_region(), c_dev.as_region(), s);
+    }
+    if (std::exception_ptr e = ss.drain()) std::rethrow_exception(e);
+  } catch (...) {
+    res.rerun_from = 0;
+    res.host_tiles = 0;
+    res.lost = true;  // the device could not give back what it holds: give up on it
+    if (!res.fault) res.fault = std::current_exception();
+  }
+}
+
+/// The tiled pipeline on a device with its own memory; on return the device
+/// has finished everything it was given.
+tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, const run_options& opt,
+                        stage_report& rep, const std::string& what, device_buffer& kept, const matrix_block& c_kept,
+                        const host_rerun_fn& host_rerun) {
   const contraction_desc& d = *n.contraction;
   const std::size_t eb = d.elem_bytes;
   const std::size_t reserved = opt.resident ? opt.resident->pinned_bytes() : 0;
@@ -177,20 +328,11 @@ std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev,
   if (!step)
     throw invalid_argument(n.name, "device", "has no entry for " + dev.name() + " (the annotation gives none)");
 
-  // The order of tiles: along the held panel, so it is loaded once per line.
-  struct tile {
-    std::size_t i0, mi, j0, nj;
-    bool first_in_line;
-  };
-  std::vector<tile> tiles;
-  const std::size_t TM = plan.tiles_m(), TN = plan.tiles_n(), KS = plan.steps_k();
-  const bool cols_outer = plan.hold == held_panel::b_cols;
-  for (std::size_t p = 0; p < (cols_outer ? TN : TM); ++p)
-    for (std::size_t q = 0; q < (cols_outer ? TM : TN); ++q) {
-      const std::size_t ti = cols_outer ? q : p, tj = cols_outer ? p : q;
-      const std::size_t i0 = ti * plan.mt, j0 = tj * plan.nt;
-      tiles.push_back({i0, std::min(plan.mt, d.m - i0), j0, std::min(plan.nt, d.n - j0), q == 0});
-    }
+  tiled_outcome res;
+  res.plan = plan;
+  res.tiles = tile_order(plan, d);
+  const std::vector<tile>& tiles = res.tiles;
+  const std::size_t KS = plan.steps_k();
 
   // Everything queued work touches outlives the streams (destroyed first,
   // after their work): pinned host memory, buffers, events.
@@ -212,6 +354,7 @@ std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev,
   else
     for (int i = 0; i < 2; ++i) bbuf.push_back(alloc(plan.kt * plan.nt * eb));
   std::vector<event> done(tiles.size() * KS);         // step s finished
+  std::vector<event> loaded(tiles.size() * KS);       // step s's pieces copied in
   std::vector<event> c_free(tiles.size());            // tile t written back: its C buffer is free
   std::vector<event> a_last(KS), b_last(KS);          // held panels: the latest step reading piece kk
   stream_set ss(dev);
@@ -221,92 +364,130 @@ std::exception_ptr run_tiled(const call_node& n, const operands& o, device& dev,
   const stream_id out = opt.sequential ? in : ss.add();
 
   progress_line progress(opt.progress, "oa: " + what, done.size(), "tile step");
-  std::exception_ptr first;
-  try {
-    std::size_t s = 0;
-    for (std::size_t t = 0; t < tiles.size(); ++t) {
-      const tile& tl = tiles[t];
-      const matrix_block c_host = o.c_out.sub(tl.i0, tl.j0, tl.mi, tl.nj);
-      // C's tile: in place in the resident copy (host layout), or packed in a tile buffer.
-      matrix_block c_dev = c_host;
-      if (resident)
-        c_dev.data = whole_c.data() + (c_host.data - o.c_out.data);
-      else
-        c_dev = c_host.packed_at(cbuf[t % cbuf.size()].data());
-      const event* c_reuse = !resident && t >= cbuf.size() ? &c_free[t - cbuf.size()] : nullptr;
-      for (std::size_t kk = 0; kk < KS; ++kk, ++s) {
-        const std::size_t k0 = kk * plan.kt, kl = std::min(plan.kt, d.k - k0);
-        // A's piece: its slot in the held row panel, loaded with the line's
-        // first tile once the previous line's last step has read that slot;
-        // or a double buffer, free once step s-2 has run.
-        const matrix_block a_host = d.a_tile(o.a, tl.i0, tl.mi, k0, kl);
-        const matrix_block b_host = d.b_tile(o.b, k0, kl, tl.j0, tl.nj);
-        matrix_block a_dev, b_dev;
-        bool load_a = true, load_b = true;
-        if (plan.hold == held_panel::a_rows) {
-          a_dev = a_host.packed_at(abuf[0].data() + kk * plan.mt * plan.kt * eb);
-          load_a = tl.first_in_line;
-          if (load_a && a_last[kk]) dev.wait_event(in, a_last[kk]);
-        } else {
-          a_dev = a_host.packed_at(abuf[s % 2].data());
+  // Queues tiles [begin, end); returns how many were queued whole, and the
+  // error that stopped the queueing.
+  const auto queue_tiles = [&](std::size_t begin, std::exception_ptr& first) {
+    std::size_t queued = begin;
+    try {
+      std::size_t s = begin * KS;
+      for (std::size_t t = begin; t < tiles.size(); ++t) {
+        const tile& tl = tiles[t];
+        const matrix_block c_host = o.c_out.sub(tl.i0, tl.j0, tl.mi, tl.nj);
+        // C's tile: in place in the resident copy (host layout), or packed in a tile buffer.
+        matrix_block c_dev = c_host;
+        if (resident)
+          c_dev.data = whole_c.data() + (c_host.data - o.c_out.data);
+        else
+          c_dev = c_host.packed_at(cbuf[t % cbuf.size()].data());
+        const event* c_reuse = !resident && t >= begin + cbuf.size() ? &c_free[t - cbuf.size()] : nullptr;
+        for (std::size_t kk = 0; kk < KS; ++kk, ++s) {
+          const std::size_t k0 = kk * plan.kt, kl = std::min(plan.kt, d.k - k0);
+          // A's piece: its slot in the held row panel, loaded with the line's
+          // first tile (or the first tile queued) once the previous line's
+          // last step has read that slot; or a double buffer, free once step
+          // s-2 has run.
+          const matrix_block a_host = d.a_tile(o.a, tl.i0, tl.mi, k0, kl);
+          const matrix_block b_host = d.b_tile(o.b, k0, kl, tl.j0, tl.nj);
+          matrix_block a_dev, b_dev;
+          bool load_a = true, load_b = true;
+          if (plan.hold == held_panel::a_rows) {
+            a_dev = a_host.packed_at(abuf[0].data() + kk * plan.mt * plan.kt * eb);
+            load_a = tl.first_in_line || t == begin;
+            if (load_a && a_last[kk]) dev.wait_event(in, a_last[kk]);
+          } else {
+            a_dev = a_host.packed_at(abuf[s % 2].data());
+          }
+          if (plan.hold == held_panel::b_cols) {
+            b_dev = b_host.packed_at(bbuf[0].data() + kk * plan.kt * plan.nt * eb);
+            load_b = tl.first_in_line || t == begin;
+            if (load_b && b_last[kk]) dev.wait_event(in, b_last[kk]);
+          } else {
+            b_dev = b_host.packed_at(bbuf[s % 2].data());
+          }
+          if (s >= begin * KS + 2) dev.wait_event(in, done[s - 2]);  // the double-buffered slots of step s-2
+          if (load_a) dev.copy_to_device_async(a_dev.as_region(), a_host.as_region(), in);
+          if (load_b) dev.copy_to_device_async(b_dev.as_region(), b_host.as_region(), in);
+          if (kk == 0 && d.reads_c) {
+            if (c_reuse) dev.wait_event(in, *c_reuse);
+            // After a fault, C in place may hold tiles the device wrote before
+            // its stream failed: later rounds read the old values kept aside.
+            const matrix_block c_old = (begin == 0 ? o.c_in : c_kept).sub(tl.i0, tl.j0, tl.mi, tl.nj);
+            dev.copy_to_device_async(c_dev.as_region(), c_old.as_region(), in);
+          }
+          loaded[s] = dev.record_event(in);
+          dev.wait_event(run, loaded[s]);
+          if (kk == 0 && !d.reads_c && c_reuse) dev.wait_event(run, *c_reuse);
+          const bool first_step = kk == 0;
+          dev.launch_async({launch_name(n),
+                            [&step, a_dev, b_dev, c_dev, first_step](const stream_view& v) {
+                              step(a_dev, b_dev, c_dev, first_step, v);
+                            },
+                            {}},
+                           run);
+          done[s] = dev.record_event(run);
+          if (plan.hold == held_panel::a_rows) a_last[kk] = done[s];
+          if (plan.hold == held_panel::b_cols) b_last[kk] = done[s];
+          progress.update(s + 1);
         }
-        if (plan.hold == held_panel::b_cols) {
-          b_dev = b_host.packed_at(bbuf[0].data() + kk * plan.kt * plan.nt * eb);
-          load_b = tl.first_in_line;
-          if (load_b && b_last[kk]) dev.wait_event(in, b_last[kk]);
-        } else {
-          b_dev = b_host.packed_at(bbuf[s % 2].data());
+        if (!resident || opt.result_on_host) {
+          dev.wait_event(out, done[s - 1]);
+          dev.copy_to_host_async(c_host.as_region(), c_dev.as_region(), out);
+          c_free[t] = dev.record_event(out);
         }
-        if (s >= 2) dev.wait_event(in, done[s - 2]);  // the double-buffered slots of step s-2
-        if (load_a) dev.copy_to_device_async(a_dev.as_region(), a_host.as_region(), in);
-        if (load_b) dev.copy_to_device_async(b_dev.as_region(), b_host.as_region(), in);
-        if (kk == 0 && d.reads_c) {
-          if (c_reuse) dev.wait_event(in, *c_reuse);
-          const matrix_block c_old = o.c_in.sub(tl.i0, tl.j0, tl.mi, tl.nj);
-          dev.copy_to_device_async(c_dev.as_region(), c_old.as_region(), in);
-        }
-        dev.wait_event(run, dev.record_event(in));
-        if (kk == 0 && !d.reads_c && c_reuse) dev.wait_event(run, *c_reuse);
-        const bool first_step = kk == 0;
-        dev.launch_async({launch_name(n),
-                          [&step, a_dev, b_dev, c_dev, first_step](const stream_view& v) {
-                            step(a_dev, b_dev, c_dev, first_step, v);
-                          },
-                          {}},
-                         run);
-        done[s] = dev.record_event(run);
-        if (plan.hold == held_panel::a_rows) a_last[kk] = done[s];
-        if (plan.hold == held_panel::b_cols) b_last[kk] = done[s];
-        progress.update(s + 1);
+        queued = t + 1;
       }
-      if (!resident || opt.result_on_host) {
-        dev.wait_event(out, done[s - 1]);
-        dev.copy_to_host_async(c_host.as_region(), c_dev.as_region(), out);
-        c_free[t] = dev.record_event(out);
-      }
+    } catch (...) {
+      first = std::current_exception();
     }
-  } catch (...) {
-    first = std::current_exception();
+    return queued;
+  };
+  // The first tile of [begin, queued) whose events carry an error (a stream
+  // that failed skipped its later work: that tile and those after it did not
+  // finish), or `queued`.
+  const auto first_failed = [&](std::size_t begin, std::size_t queued) {
+    for (std::size_t t = begin; t < queued; ++t) {
+      bool failed = false;
+      for (std::size_t st = t * KS; st < (t + 1) * KS; ++st)
+        for (const event* e : std::array<const event*, 3>{&loaded[st], &done[st], st + 1 == (t + 1) * KS ? &c_free[t] : nullptr})
+          if (e && *e)
+            if (std::exception_ptr err = dev.synchronize_event(*e)) {
+              classify(res, err);
+              failed = true;
+            }
+      if (failed) return t;
+    }
+    return queued;
+  };
+
+  // Rounds: after a transient fault the tile that failed runs on the host,
+  // and the device goes on with the tiles after it.
+  std::vector<char> on_host(tiles.size(), 0);
+  for (std::size_t begin = 0; begin < tiles.size();) {
+    std::exception_ptr first;
+    const std::size_t queued = queue_tiles(begin, first);
+    if (std::exception_ptr e = ss.drain(); e && !first) first = e;
+    classify(res, first);
+    res.rerun_from = first_failed(begin, queued);
+    if (res.error || res.lost || res.rerun_from == tiles.size()) break;
+    if (std::exception_ptr e = host_rerun(plan, tiles, res.rerun_from, res.rerun_from + 1)) {
+      res.error = e;
+      break;
+    }
+    on_host[res.rerun_from] = 1;
+    ++res.host_tiles;
+    begin = res.rerun_from + 1;
+    res.rerun_from = tiles.size();
   }
-  if (std::exception_ptr e = ss.drain(); e && !first) first = e;
-  if (resident && !first) {
+  if (!res.fault && !res.error && resident) {
     kept = std::move(whole_c);
     rep.resident_bytes = c_bytes;
+  } else if (resident && !opt.result_on_host && !res.error) {
+    copy_back_finished(dev, res, o, whole_c, on_host);
   }
   rep.chunks = tiles.size();
   rep.streams = opt.sequential ? 1 : 3;
   rep.sequential = opt.sequential;
-  return first;
-}
-
-bool is_device_fault(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const device_fault&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
+  return res;
 }
 
 }  // namespace
@@ -334,23 +515,32 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
   dev.reset_peak();
   const bool degenerate = d.m == 0 || d.n == 0 || d.k == 0;
   device_buffer kept;  // the result's resident copy, when one is kept
-  std::exception_ptr err = dev.host_accessible() || degenerate ? run_in_host_memory(n, o, dev, opt, rep)
-                                                               : run_tiled(n, o, dev, opt, rep, what, kept);
-  rep.peak_device_bytes = dev.peak_bytes();
-  add_device_records(rep, dev, opt);
-  rep.device_chunks = rep.chunks;
-
-  if (err && is_device_fault(err) && &dev != &host) {
-    // The device is lost: the whole product again on the host, from C as it was.
-    rep.device_fault = message_of(err);
-    rep.device_chunks = 0;
-    backup.restore();
-    host.set_recording(true);
-    (void)host.take_records();
-    stage_report again;
-    err = run_in_host_memory(n, o, host, {}, again);
-    (void)host.take_records();
-    rep.host_reruns = again.chunks;
+  std::exception_ptr err;
+  if (dev.host_accessible() || degenerate) {
+    err = run_in_host_memory(n, o, dev, opt, rep);
+    rep.peak_device_bytes = dev.peak_bytes();
+    add_device_records(rep, dev, opt);
+    rep.device_chunks = rep.chunks;
+  } else {
+    // Tiles the device failed on run on the host from C's old values, as the
+    // device computes them (its twin); the host's work is not the device's.
+    const matrix_block c_old = o.c_in.data == o.c_out.data ? backup.saved() : o.c_in;
+    const host_rerun_fn on_host = [&](const tile_plan& plan, const std::vector<tile>& tiles, std::size_t from,
+                                      std::size_t to) {
+      return rerun_tiles_on_host(n, o, host, plan, tiles, from, to, c_old);
+    };
+    tiled_outcome t = run_tiled(n, o, dev, opt, rep, what, kept, c_old, on_host);
+    rep.peak_device_bytes = dev.peak_bytes();
+    add_device_records(rep, dev, opt);
+    err = t.error;
+    rep.host_reruns = t.host_tiles;
+    if (!err && t.lost) {
+      // The device is lost: what it did not finish runs on the host, and later stages too.
+      rep.device_fault = message_of(t.fault);
+      err = rerun_tiles_on_host(n, o, host, t.plan, t.tiles, t.rerun_from, t.tiles.size(), c_old);
+      rep.host_reruns += t.tiles.size() - t.rerun_from;
+    }
+    rep.device_chunks = rep.chunks - rep.host_reruns;
   }
   if (err) {
     backup.restore();

@@ -94,6 +94,12 @@ std::vector<region> chunk_regions(const stage_layout& L, const std::vector<std::
   return out;
 }
 
+/// Blocks of a generated kernel over `elements` elements (one partial each).
+unsigned fused_grid(std::size_t elements) {
+  const std::size_t block = kernel_source::block_size;
+  return static_cast<unsigned>(std::clamp<std::size_t>((elements + block - 1) / block, 1, max_blocks_per_chunk));
+}
+
 /// Arguments of a stage's generated kernel for one chunk, in parameter order.
 std::shared_ptr<const generated_kernel> kernel_for_chunk(const kernel_source& ks,
                                                          const std::shared_ptr<const std::string>& source,
@@ -105,8 +111,7 @@ std::shared_ptr<const generated_kernel> kernel_for_chunk(const kernel_source& ks
   k->name = ks.name;
   k->source = source;
   k->block = kernel_source::block_size;
-  k->grid = static_cast<unsigned>(
-      std::clamp<std::size_t>((elements + k->block - 1) / k->block, 1, max_blocks_per_chunk));
+  k->grid = fused_grid(elements);
   auto push = [&](const void* p, std::size_t size) {
     std::uint64_t bits = 0;
     std::memcpy(&bits, p, size);
@@ -438,17 +443,70 @@ class undo_log {
   std::vector<char> kept_;  // one flag per chunk, each written by the thread that saved it
 };
 
+/// Waits for the events of queued host work; returns the first error, or `first`.
+std::exception_ptr wait_all(device& host, const std::vector<event>& done, std::exception_ptr first) {
+  for (const event& e : done)
+    if (e)
+      if (std::exception_ptr err = host.synchronize_event(e); err && !first) first = err;
+  return first;
+}
+
+/// rerun_on_host for a fused stage: each chunk through the generated
+/// kernel's description on the caller's data in place, its blocks' partials
+/// written where the device's would have been.
+std::exception_ptr rerun_fused_on_host(device& host, const stage& s, const std::vector<call_node>& nodes,
+                                       const stage_layout& HL, const std::vector<split::range>& ranges,
+                                       const std::vector<std::size_t>& which, std::size_t chunk_units,
+                                       const std::vector<std::size_t>& partial_offsets,
+                                       std::size_t chunk_partial_bytes, std::vector<std::byte>& partials,
+                                       std::vector<std::size_t>& entries, std::size_t nstreams) {
+  const std::size_t elements_per_unit = HL.values.empty() ? 1 : HL.values.front().v->shape.inner;
+  std::vector<event> done(which.size());
+  std::exception_ptr first;
+  {
+    slots_guard guard;  // declared after what its queued work touches
+    try {
+      guard.assign(nstreams);
+      for (auto& sl : guard.slots) allocate_slot(host, sl, HL, chunk_units, 0);
+      for (std::size_t k = 0; k < which.size(); ++k) {
+        const slot& sl = guard.slots[k % nstreams];
+        const split::range r = ranges[which[k]];
+        const unsigned grid = fused_grid(r.size() * elements_per_unit);
+        entries[which[k]] = grid;
+        std::byte* partial = partials.data() + which[k] * chunk_partial_bytes;
+        launch l{"host re-run", [&s, &nodes, &HL, regs = chunk_regions(HL, sl.buffers, r), r, partial, &partial_offsets,
+                                 grid](const stream_view&) {
+                   run_fused_description(s, nodes, HL, regs, r, partial, partial_offsets, grid);
+                 }, {}};
+        host.launch_async(std::move(l), sl.stream.id());
+        done[k] = host.record_event(sl.stream.id());
+      }
+    } catch (...) {
+      first = std::current_exception();
+    }
+    first = wait_all(host, done, first);
+    for (auto& sl : guard.slots) sl.stream.reset();  // waits; errors were taken from the events
+  }
+  return first;
+}
+
 /// Runs chunks `which` of the stage again on the host device, in place, over
-/// its streams; each chunk leaves one partial per reduction where the device's
-/// entries would have been. Returns the error of the first failing chunk.
+/// its streams. A chunk of a fused stage runs the kernel's description, as
+/// the emulated device does, so that it computes the same bits and leaves
+/// the same per-block partials (`fused_entries`: blocks per chunk); other
+/// chunks run the CPU functions and leave one partial per reduction where
+/// the device's entries would have been. Returns the error of the first
+/// failing chunk.
 std::exception_ptr rerun_on_host(device& host, const stage& s, const std::vector<call_node>& nodes,
                                  const std::unordered_set<const value_state*>& needed_on_host,
                                  const std::vector<split::range>& ranges, const std::vector<std::size_t>& which,
                                  std::size_t chunk_units, const stage_layout& L,
                                  const std::vector<std::size_t>& partial_offsets, std::size_t chunk_partial_bytes,
-                                 std::vector<std::byte>& partials) {
+                                 std::vector<std::byte>& partials, std::vector<std::size_t>* fused_entries) {
   const stage_layout HL = layout_stage(s, nodes, placement_mode::in_place, needed_on_host);
   const std::size_t nstreams = std::min<std::size_t>(static_cast<std::size_t>(std::max(host.preferred_streams(), 1)), which.size());
+  if (fused_entries) return rerun_fused_on_host(host, s, nodes, HL, ranges, which, chunk_units, partial_offsets,
+                                                chunk_partial_bytes, partials, *fused_entries, nstreams);
   std::vector<std::byte> host_partials(which.size() * L.partial_bytes);
   std::vector<event> done(which.size());
   std::exception_ptr first;
@@ -470,9 +528,7 @@ std::exception_ptr rerun_on_host(device& host, const stage& s, const std::vector
     } catch (...) {
       first = std::current_exception();
     }
-    for (const event& e : done)
-      if (e)
-        if (std::exception_ptr err = host.synchronize_event(e); err && !first) first = err;
+    first = wait_all(host, done, first);
     for (auto& sl : guard.slots) sl.stream.reset();  // waits; errors were taken from the events
   }
   for (std::size_t k = 0; k < which.size(); ++k) {
@@ -648,8 +704,11 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
     }
     try {
       std::rethrow_exception(err);
-    } catch (const device_fault&) {
+    } catch (const device_fault& f) {
       faulted.push_back(j);
+      // A sticky fault loses the device: the rest of the stage, and later
+      // stages, run on the host. After a transient one the device goes on.
+      if (f.sticky() && !lost) lost = err;
     } catch (...) {
       if (!stage_error) stage_error = err;
     }
@@ -781,9 +840,10 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   if (!stage_error && !faulted.empty()) {
     std::sort(faulted.begin(), faulted.end());
     for (std::size_t j : faulted) undo.before_rerun(j);
+    if (!fused)
+      for (std::size_t j : faulted) partial_entries[j] = 1;
     stage_error = rerun_on_host(*P.fallback, s, nodes, needed_on_host, ranges, faulted, plan.chunk_units, L,
-                                partial_offsets, chunk_partial_bytes, partials);
-    for (std::size_t j : faulted) partial_entries[j] = 1;
+                                partial_offsets, chunk_partial_bytes, partials, fused ? &partial_entries : nullptr);
     rep.host_reruns = faulted.size();
   }
 

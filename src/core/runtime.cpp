@@ -543,16 +543,14 @@ void evaluate(graph& g) {
       stage_report rep = s.contraction ? run_contraction(s, nodes, *where, host, opt)
                                        : run_stage(s, nodes, needed, *where, host, opt);
       rep.evicted_bytes = target.resident->evicted_bytes() - evicted_before;
+      // A report's device_fault is a sticky fault (a CUDA kernel fault,
+      // OA_FAIL_STICKY): the device is lost, its unfinished chunks or tiles
+      // ran on the host, and later stages stay there. After a transient fault
+      // only the failed chunks re-ran (host_reruns) and the device goes on.
       if (!rep.device_fault.empty() && where != &host) {
-        // The device broke during the stage (a CUDA fault is sticky): its
-        // unfinished chunks ran on the host, and later stages stay there.
         target.failed = rep.device_fault;
-        if (s.contraction)
-          std::fprintf(stderr, "%s; the product ran again on the host, which runs every later stage\n",
-                       rep.device_fault.c_str());
-        else
-          std::fprintf(stderr, "%s; %zu chunks re-run on the host, which runs every later stage\n",
-                       rep.device_fault.c_str(), rep.host_reruns);
+        std::fprintf(stderr, "%s; %zu %s re-run on the host, which runs every later stage\n",
+                     rep.device_fault.c_str(), rep.host_reruns, s.contraction ? "tiles" : "chunks");
       }
       st.log.add(std::move(rep));
     } catch (...) {

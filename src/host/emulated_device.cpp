@@ -80,7 +80,7 @@ class emulated_device final : public stream_device {
     const std::uint64_t n = ++launches_;
     if (n == opt_.fail_launch) {
       const std::string what = "injected fault in launch #" + std::to_string(n) + " (kernel '" + k.name + "')";
-      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: " + what));
+      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: " + what, opt_.sticky_faults));
       lose(what);
     }
     o.label = std::move(k.name);
@@ -131,7 +131,7 @@ class emulated_device final : public stream_device {
     if (n == opt_.fail_copy) {
       const std::string fault = "injected fault in copy #" + std::to_string(n) + " (" + to_string(what) + ", " +
                                 std::to_string(o.bytes) + " bytes)";
-      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: " + fault));
+      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: " + fault, opt_.sticky_faults));
       lose(fault);
     }
     o.body = [dst, src, bw = opt_.link_bytes_per_second] {

@@ -61,10 +61,16 @@ class device_out_of_memory : public error {
 };
 
 /// A device operation (copy or launch) that failed on the device. The engine
-/// re-runs the affected chunk on the host.
+/// re-runs the affected chunk on the host. A sticky fault leaves the device
+/// unusable (a CUDA kernel fault): later stages run on the host; after a
+/// transient one the device keeps its work.
 class device_fault : public error {
  public:
-  using error::error;
+  explicit device_fault(const std::string& what, bool sticky = true) : error(what), sticky_(sticky) {}
+  bool sticky() const noexcept { return sticky_; }
+
+ private:
+  bool sticky_;
 };
 
 /// The plan cannot be made: the budget cannot hold even one unit of a stage.
