@@ -7,12 +7,15 @@
 
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "core/kernel_source.hpp"
+#include "oa/annotations/eigen_array.hpp"
 #include "oa/oa.hpp"
 #include "support.hpp"
 #if defined(OA_HAS_CUDA)
@@ -671,5 +674,83 @@ TEST_CASE("copies kept between statements give way to the budget, and faults nev
     CHECK(saved > 0);
     CHECK(evicted > 0);
     CHECK((reruns > 0) == (fail != 0));
+  }
+}
+
+// ---- minCoeff and maxCoeff with NaN and infinities ------------------------------------
+// The rule (README, reductions): any NaN among the coefficients gives NaN,
+// wherever it is and however the engine cuts the array; otherwise the exact
+// smallest (largest) coefficient, infinities included. Plain Eigen's
+// PropagateNaN computes the same, and is what each path is checked against.
+
+namespace {
+
+template <class S>
+using array_of = Eigen::Array<S, Eigen::Dynamic, 1>;
+
+/// Named inputs of 20011 coefficients (paged through 64 KiB: several chunks):
+/// NaN first, in the middle, last, only in the last chunk, everywhere, and
+/// infinities without NaN.
+template <class S>
+std::vector<std::pair<const char*, array_of<S>>> nan_cases() {
+  const Eigen::Index n = 20011;
+  const S nan = std::numeric_limits<S>::quiet_NaN(), inf = std::numeric_limits<S>::infinity();
+  const array_of<S> base = oa_test::random_matrix<array_of<S>>(n, 1, 141);
+  std::vector<std::pair<const char*, array_of<S>>> cases;
+  const auto with = [&](const char* name, std::initializer_list<std::pair<Eigen::Index, S>> set) {
+    array_of<S> a = base;
+    for (const auto& [i, v] : set) a(i) = v;
+    cases.emplace_back(name, std::move(a));
+  };
+  with("no NaN", {});
+  with("NaN first", {{0, nan}});
+  with("NaN in the middle", {{n / 2, nan}});
+  with("NaN last", {{n - 1, nan}});
+  with("NaN in a later chunk only", {{n - 1000, nan}});
+  with("NaN first and -inf later", {{0, nan}, {n - 3, -inf}});
+  with("+inf and -inf", {{5, inf}, {n - 5, -inf}});
+  with("+inf first", {{0, inf}});
+  cases.emplace_back("all NaN", array_of<S>::Constant(n, nan));
+  cases.emplace_back("all +inf", array_of<S>::Constant(n, inf));
+  return cases;
+}
+
+/// Equal values, NaN equal to NaN.
+bool same_value(double got, double want) { return std::isnan(want) ? std::isnan(got) : got == want; }
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("minCoeff and maxCoeff: any NaN gives NaN, through the hook and lazily, on every device and chunking",
+                   S, double, float) {
+  oa::config fused = with_elements_min(oa_test::emulated_config(64 << 10), 0);
+  fused.emulated_fused = true;
+  for (const oa::config& cfg :
+       {with_elements_min(oa_test::host_config(), 0), with_elements_min(oa_test::emulated_config(64 << 10), 0), fused}) {
+    CAPTURE(cfg.device);
+    CAPTURE(cfg.emulated_fused);
+    for (const auto& [name, a] : nan_cases<S>()) {
+      const std::string input = name;
+      CAPTURE(input);
+      const double want_min = a.template minCoeff<Eigen::PropagateNaN>();
+      const double want_max = a.template maxCoeff<Eigen::PropagateNaN>();
+      const double want_min2 = (a * S(2)).template minCoeff<Eigen::PropagateNaN>();
+      CHECK(std::isnan(want_min) == a.isNaN().any());
+      config_scope cs(cfg);
+      // Through the hook: a leaf, and an operation reduced in the same call.
+      CHECK(same_value(a.minCoeff(), want_min));
+      CHECK(same_value(a.maxCoeff(), want_max));
+      CHECK(same_value((a * S(2)).minCoeff(), want_min2));
+      CHECK(engine_reductions() == 3);
+      // Lazily.
+      const auto la = oa::ref(a);
+      CHECK(same_value(oa::min_coeff(la).get(), want_min));
+      CHECK(same_value(oa::max_coeff(la).get(), want_max));
+      CHECK(same_value(oa::min_coeff(la * S(2)).get(), want_min2));
+      if (cfg.device == "emulated") {
+        std::size_t chunks = 0;
+        for (const auto& r : oa::reports()) chunks = std::max<std::size_t>(chunks, r.chunks);
+        CHECK(chunks > 1);  // paged: partials of several chunks merged
+      }
+    }
   }
 }

@@ -5,6 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <oa/annotations/eigen_array.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
 
 #include "core/kernel_source.hpp"
 #include "core/planner.hpp"
@@ -123,4 +126,53 @@ TEST_CASE("lazy scalars become kernel parameters; in-place updates store to the 
   check_compiles(r.kernel);
   (void)total;
   (void)scaled;
+}
+
+TEST_CASE("minCoeff and maxCoeff kernels combine with NaN-propagating min_nan and max_nan, per thread and per block") {
+  const ArrayXd x = ArrayXd::Random(1000);
+  auto lx = oa::ref(x);
+  auto lo = oa::min_coeff(lx);
+  auto hi = oa::max_coeff(lx);
+  recorded_stage r;
+  REQUIRE(r.stages.size() == 1);
+  // Each reduction: the thread's accumulator and CUB's block reduction, both
+  // with the NaN-propagating functor, from the identity (+inf, -inf).
+  CHECK(occurrences(r.kernel.code, "oa::ops::min_nan{}") == 2);
+  CHECK(occurrences(r.kernel.code, "oa::ops::max_nan{}") == 2);
+  CHECK(occurrences(r.kernel.code, "oa::ops::min{}") == 0);
+  CHECK(occurrences(r.kernel.code, "oa::ops::max{}") == 0);
+  CHECK(occurrences(r.kernel.code, "__longlong_as_double(0x7ff0000000000000LL)") == 1);
+  CHECK(occurrences(r.kernel.code, "__longlong_as_double(0xfff0000000000000LL)") == 1);
+  check_compiles(r.kernel);
+  (void)lo;
+  (void)hi;
+}
+
+TEST_CASE("min_nan and max_nan: NaN from either side, in any order of combining; otherwise min and max") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const oa::ops::min_nan mn;
+  const oa::ops::max_nan mx;
+  for (const double v : {1.0, -inf, inf, nan}) {
+    CHECK(std::isnan(mn(nan, v)));
+    CHECK(std::isnan(mn(v, nan)));
+    CHECK(std::isnan(mx(nan, v)));
+    CHECK(std::isnan(mx(v, nan)));
+  }
+  CHECK(mn(2.0, -inf) == -inf);
+  CHECK(mx(2.0, inf) == inf);
+  CHECK(mn(3, 2) == 2);
+  CHECK(mx(3, 2) == 3);
+  // A tree of pairs (a block's reduction) and a left fold (a thread's) agree,
+  // wherever the NaN is.
+  for (std::size_t at = 0; at < 16; ++at) {
+    std::vector<double> v(16);
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = double(i) - 7.5;
+    v[at] = nan;
+    double fold = inf;
+    for (double e : v) fold = mn(fold, e);
+    for (std::size_t w = 1; w < v.size(); w *= 2)
+      for (std::size_t i = 0; i + w < v.size(); i += 2 * w) v[i] = mn(v[i], v[i + w]);
+    CHECK(std::isnan(fold));
+    CHECK(std::isnan(v[0]));
+  }
 }

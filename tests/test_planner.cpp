@@ -12,6 +12,8 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <random>
 #include <string>
 #include <unordered_set>
@@ -187,6 +189,102 @@ TEST_CASE("plan_chunks: random sweep") {
     c.streams = std::uniform_int_distribution<int>(-1, 8)(g);
     c.chunk_bytes = chance(0.5) ? 0 : 1 + log_uniform(1e9);
     check_plan(c);
+  }
+}
+
+/// a * b, or nothing when it overflows.
+std::optional<size_t> checked_mul(size_t a, size_t b) {
+  if (b != 0 && a > SIZE_MAX / b) return std::nullopt;
+  return a * b;
+}
+
+/// Any input: a plan within the budget that tiles the units, a plan_error
+/// when one unit does not fit, or an invalid_argument naming the stage and
+/// the size when the units' bytes pass the largest object; never a hang or
+/// a division by zero. Arithmetic here cannot overflow.
+void check_any_plan(const plan_case& c) {
+  CAPTURE(c.units);
+  CAPTURE(c.bytes_per_unit);
+  CAPTURE(c.fixed);
+  CAPTURE(c.budget);
+  CAPTURE(c.streams);
+  CAPTURE(c.chunk_bytes);
+  const std::string what = "stage 1/1 (test::huge)";
+  const auto bytes = checked_mul(c.units, c.bytes_per_unit);
+  if (!bytes || *bytes > static_cast<size_t>(PTRDIFF_MAX)) {
+    CHECK_THROWS_WITH_AS(oa::detail::plan_chunks(c.units, c.bytes_per_unit, c.fixed, c.budget, c.streams,
+                                                 c.chunk_bytes, what),
+                         doctest::Contains(std::to_string(c.units).c_str()), oa::invalid_argument);
+    return;
+  }
+  chunk_plan p;
+  try {
+    p = oa::detail::plan_chunks(c.units, c.bytes_per_unit, c.fixed, c.budget, c.streams, c.chunk_bytes, what);
+  } catch (const oa::plan_error&) {
+    CHECK((c.bytes_per_unit > c.budget || c.fixed > c.budget - c.bytes_per_unit));  // one unit does not fit
+    return;
+  }
+  if (c.units == 0) {
+    CHECK(p.chunks == 0);
+    return;
+  }
+  REQUIRE(p.chunk_units >= 1);
+  REQUIRE(p.chunks >= 1);
+  REQUIRE(p.streams >= 1);
+  CHECK(p.chunk_units <= c.units);
+  CHECK(p.chunks == c.units / p.chunk_units + (c.units % p.chunk_units != 0));
+  const auto slot = checked_mul(p.chunk_units, c.bytes_per_unit);
+  REQUIRE(slot);
+  const auto all = checked_mul(*slot + c.fixed, static_cast<size_t>(p.streams));
+  REQUIRE(all);
+  CHECK(*all <= c.budget);
+}
+
+TEST_CASE("plan_chunks: sizes up to SIZE_MAX plan at once or are refused, by table") {
+  constexpr size_t max = SIZE_MAX;
+  const plan_case table[] = {
+      // units, bytes/unit, fixed, budget, streams, chunk_bytes
+      {size_t{1} << 63, 1, 0, 64 << 10, 4, 0},         // 2^63 bytes: past the largest object
+      {size_t{1} << 63, 8, 0, 64 << 10, 4, 0},         // bytes overflow
+      {max, 1, 0, max, 4, 0},                           // every unit there is
+      {max, 0, 0, 1, 4, 0},                             // nothing per unit: one chunk
+      {max, 0, 64, 100, 4, 0},
+      {max, 8, 0, 64 << 10, 4, 0},
+      {size_t{1} << 62, 1, 0, 64 << 10, 4, 0},          // 2^62 bytes: planned (2^46 chunks)
+      {size_t{1} << 62, 1, 0, 1000, 1, 0},              // an aligned size past the fit (the old loop spun)
+      {(size_t{1} << 62) + 12345, 1, 7, 65000, 3, 0},
+      {size_t{1} << 59, 8, 0, max, 1, 0},               // 2^62 bytes in one chunk
+      {size_t{1} << 59, 16, 0, max, 1, 0},              // 2^63 bytes: refused
+      {(size_t{1} << 62) - 1, 2, 0, max / 2, 2, 3},     // the cap below one unit
+      {1000, max, 0, max, 1, 0},                        // one unit of SIZE_MAX bytes: refused
+      {1, max / 2, 0, max, 8, 0},
+      {3, 1, max, max, 4, 0},                           // fixed bytes of SIZE_MAX
+      {12345, 1, 0, max, std::numeric_limits<int>::max(), 0},
+      {1200, 1, 0, 600, 1, 0},                          // the fewest aligned chunks: 3 of 448
+  };
+  for (const plan_case& c : table) check_any_plan(c);
+  // 1200 units, 600 fit: two chunks of 600 round up to 640; three of 448.
+  const chunk_plan p = oa::detail::plan_chunks(1200, 1, 0, 600, 1, 0, "stage");
+  CHECK((p.chunk_units == 448 && p.chunks == 3));
+}
+
+TEST_CASE("plan_chunks: random sweep over the whole size range") {
+  std::mt19937_64 g(13);
+  auto any_size = [&] {  // spread over every bit width, extremes included
+    const int bits = std::uniform_int_distribution<int>(0, 64)(g);
+    if (bits == 0) return size_t{0};
+    const size_t top = bits == 64 ? SIZE_MAX : (size_t{1} << bits) - 1;
+    return std::uniform_int_distribution<size_t>(top >> 1, top)(g);
+  };
+  for (int i = 0; i < 20000; ++i) {
+    plan_case c;
+    c.units = any_size();
+    c.bytes_per_unit = std::uniform_int_distribution<int>(0, 3)(g) == 0 ? any_size() : any_size() % 4096;
+    c.fixed = any_size() >> std::uniform_int_distribution<int>(0, 64)(g) % 64;
+    c.budget = any_size();
+    c.streams = std::uniform_int_distribution<int>(-2, 16)(g);
+    c.chunk_bytes = std::uniform_int_distribution<int>(0, 1)(g) ? 0 : any_size();
+    check_any_plan(c);
   }
 }
 

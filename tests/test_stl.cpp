@@ -441,3 +441,119 @@ TEST_CASE("for_each and contiguous iterator ranges: the standard algorithms' res
     if (emulated) CHECK(reps[0].chunks > 1);
   }
 }
+
+// ---- operations with state: the caller's object is the one used ---------------------
+
+namespace {
+
+/// A sum modulo m: the modulus is state. Default-constructed, another modulus.
+struct sum_modulo {
+  std::int64_t m = 1000003;
+  template <class R>
+  static R identity() {
+    return R(0);
+  }
+  template <class R>
+  R operator()(R a, R b) const {
+    return (a + b) % m;
+  }
+};
+
+/// Multiplies by a factor: a transform with state.
+struct scale_by {
+  std::int64_t k;
+  std::int64_t operator()(std::int64_t x) const { return k * x; }
+};
+
+}  // namespace
+
+TEST_CASE("reductions and scans use the caller's operation object, its state included, on every chunk") {
+  on_every_config([](std::size_t n) {
+    std::vector<std::int64_t> a(n), b(n);
+    std::iota(a.begin(), a.end(), std::int64_t{0});
+    std::iota(b.begin(), b.end(), std::int64_t{3});
+    const sum_modulo mod97{97};
+    const std::int64_t init = 5;
+    CHECK(oa::stl::reduce(a, init, mod97).get() == std::accumulate(a.begin(), a.end(), init, mod97));
+    CHECK(oa::stl::reduce(a.begin(), a.end(), init, mod97).get() == std::accumulate(a.begin(), a.end(), init, mod97));
+    std::int64_t want = init;
+    for (std::size_t i = 0; i < n; ++i) want = mod97(want, 3 * a[i]);
+    CHECK(oa::stl::transform_reduce(a, init, mod97, scale_by{3}).get() == want);
+    CHECK(oa::stl::transform_reduce(a, init, mod97, [](std::int64_t x) { return 3 * x; }).get() == want);
+    want = init;
+    for (std::size_t i = 0; i < n; ++i) want = mod97(want, a[i] * b[i]);
+    CHECK(oa::stl::transform_reduce(a, b, init, mod97, std::multiplies<>{}).get() == want);
+    std::vector<std::int64_t> want_scan(n);
+    std::inclusive_scan(a.begin(), a.end(), want_scan.begin(), mod97);
+    CHECK(oa::stl::inclusive_scan(a, mod97).get() == want_scan);
+    CHECK(oa::stl::inclusive_scan(a.begin(), a.end(), mod97).get() == want_scan);
+    std::inclusive_scan(a.begin(), a.end(), want_scan.begin(), mod97, init);
+    CHECK(oa::stl::inclusive_scan(a, mod97, init).get() == want_scan);
+    std::exclusive_scan(a.begin(), a.end(), want_scan.begin(), init, mod97);
+    CHECK(oa::stl::exclusive_scan(a, init, mod97).get() == want_scan);
+    CHECK(oa::stl::exclusive_scan(a.begin(), a.end(), init, mod97).get() == want_scan);
+  });
+  // 0..9999 summed modulo 97 is 36 (modulo the default 1000003: 994853).
+  std::vector<std::int64_t> v(10000);
+  std::iota(v.begin(), v.end(), std::int64_t{0});
+  CHECK(std::reduce(v.begin(), v.end(), std::int64_t{0}, sum_modulo{97}) == 36);
+  CHECK(oa::stl::reduce(v, std::int64_t{0}, sum_modulo{97}).get() == 36);
+  // No device function takes the object: the device's report says so.
+  config_scope cs(oa_test::emulated_config(64 << 10));
+  CHECK(oa::stl::reduce(v, std::int64_t{0}, sum_modulo{97}).get() == 36);
+  bool said = false;
+  for (const auto& r : oa::reports()) {
+    CHECK(r.device == "host");
+    said = said || r.placement_reason.find("stateful operation") != std::string::npos;
+  }
+  CHECK(said);
+}
+
+// ---- reversed ranges and sizes past the address space ------------------------------
+
+TEST_CASE("a reversed iterator range is an invalid_argument naming the call; the data is untouched") {
+  std::vector<std::int64_t> v = random_vector<std::int64_t>(1000, 41);
+  const std::vector<std::int64_t> before = v;
+  const auto names = [](const char* call) { return doctest::Contains(call); };
+  CHECK_THROWS_WITH_AS(oa::stl::sort(v.end(), v.begin()), names("oa::stl::sort"), oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::fill(v.end(), v.begin(), std::int64_t{1}), names("oa::stl::fill"), oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::iota(v.end(), v.begin(), std::int64_t{1}), names("oa::stl::iota"), oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::for_each(v.end(), v.begin(), [](std::int64_t& x) { x = 0; }),
+                       names("oa::stl::for_each"), oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::transform(v.end(), v.begin(), std::negate<>{}), names("oa::stl::transform"),
+                       oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::reduce(v.end(), v.begin(), std::int64_t{0}), names("oa::stl::reduce"),
+                       oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::count(v.end(), v.begin(), std::int64_t{0}), names("oa::stl::count"),
+                       oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::count_if(v.end(), v.begin(), [](std::int64_t) { return true; }),
+                       names("oa::stl::count_if"), oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::min_element(v.end(), v.begin()), names("oa::stl::min_element"), oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::max_element(v.end(), v.begin()), names("oa::stl::max_element"), oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::inclusive_scan(v.end(), v.begin()), names("oa::stl::inclusive_scan"),
+                       oa::invalid_argument);
+  CHECK_THROWS_WITH_AS(oa::stl::exclusive_scan(v.end(), v.begin(), std::int64_t{0}), names("oa::stl::exclusive_scan"),
+                       oa::invalid_argument);
+  CHECK(v == before);
+  // An empty range is no error.
+  oa::stl::sort(v.begin(), v.begin());
+  CHECK(oa::stl::reduce(v.begin(), v.begin(), std::int64_t{4}).get() == 4);
+}
+
+TEST_CASE("a range whose bytes pass what the machine can address is an error naming the call and the size") {
+  // Spans claiming 2^61 and 2^63 elements of 8 bytes: the bytes overflow, or
+  // pass the largest object; planning refuses them before any is read.
+  std::vector<double> v(16, 1.0);
+  for (const std::size_t n : {std::size_t{1} << 61, std::size_t{1} << 63, (std::size_t{1} << 60) + 1}) {
+    CAPTURE(n);
+    for (const oa::config& cfg : {oa_test::host_config(), oa_test::emulated_config(64 << 10)}) {
+      CAPTURE(cfg.device);
+      config_scope cs(cfg);
+      const std::span<const double> huge(v.data(), n);
+      CHECK_THROWS_WITH_AS(oa::stl::reduce(huge, 0.0).get(), doctest::Contains(std::to_string(n).c_str()),
+                           oa::invalid_argument);
+      CHECK_THROWS_WITH_AS(oa::stl::transform(huge, std::negate<>{}).get(), doctest::Contains("std::transform"),
+                           oa::invalid_argument);
+    }
+  }
+}

@@ -254,7 +254,7 @@ std::size_t slot_memory::bytes(std::size_t chunk_units) const noexcept {
 
 std::size_t slot_memory::bytes_per_unit() const noexcept {
   std::size_t total = 0;
-  for (std::size_t ub : unit_bytes) total += ub;
+  for (std::size_t ub : unit_bytes) total = saturating_add(total, ub);
   return total;
 }
 
@@ -263,11 +263,40 @@ chunk_plan plan_chunks(std::size_t units, std::size_t bytes_per_unit, std::size_
   return plan_chunks(units, slot_memory{{bytes_per_unit}, fixed_bytes_per_slot, 1}, budget, streams, chunk_bytes, what);
 }
 
+namespace {
+std::size_t ceil_div(std::size_t a, std::size_t b) { return a / b + (a % b != 0); }
+
+/// Refuses a stage whose values cannot exist in this machine's memory: a
+/// unit's bytes overflow, or the units of one buffer pass the largest object
+/// C++ can address (PTRDIFF_MAX bytes). Named before any chunk is planned.
+void check_addressable(std::size_t units, const slot_memory& slot, const std::string& what) {
+  constexpr auto largest = static_cast<std::size_t>(PTRDIFF_MAX);
+  std::size_t unit = 0;
+  for (std::size_t ub : slot.unit_bytes) unit = saturating_add(unit, ub);
+  unit = std::max(unit, slot.moved_bytes_per_unit);
+  if (units == 0 || unit == 0 || units <= largest / unit) return;
+  const bool overflow = unit == SIZE_MAX || units > SIZE_MAX / unit;
+  throw invalid_argument(what, "size",
+                         std::to_string(units) + " units of " + std::to_string(unit) + " bytes " +
+                             (overflow ? "overflow a size in bytes" : "exceed the largest object this machine can address") +
+                             " (" + std::to_string(largest) + " bytes)");
+}
+
+/// The size of `chunks` even chunks of `units`, large ones rounded up to a
+/// multiple of `align` units.
+std::size_t even_chunk(std::size_t units, std::size_t chunks, std::size_t align) {
+  std::size_t even = ceil_div(units, chunks);
+  if (chunks > 1 && even >= 2 * align) even = round_up(even, align);  // even <= units / 2 + 1: no overflow
+  return even;
+}
+}  // namespace
+
 chunk_plan plan_chunks(std::size_t units, const slot_memory& slot, std::size_t budget, int streams,
                        std::size_t chunk_bytes, const std::string& what) {
   chunk_plan plan;
   streams = std::max(streams, 1);
   if (units == 0) return {1, 0, 1};
+  check_addressable(units, slot, what);
   const std::size_t bytes_per_unit = std::max(slot.bytes_per_unit(), slot.moved_bytes_per_unit);
   // The cap: at most chunk_bytes per chunk, but never less than one unit.
   std::size_t most = units;
@@ -295,18 +324,15 @@ chunk_plan plan_chunks(std::size_t units, const slot_memory& slot, std::size_t b
   // As few chunks as fit, as even as possible; when chunks are large, their
   // starts fall on multiples of `align` units, so vectorized CPU code sees the
   // same alignment (and gives the same bits) as over the whole array, and
-  // copies start aligned. An aligned size that no longer fits takes one
-  // chunk more.
+  // copies start aligned. Where the aligned size of the fewest chunks passes
+  // `cu`, the fewest chunks whose aligned size fits are those of the largest
+  // multiple of `align` within `cu` (cu >= 2 align there): computed, not
+  // searched, so any number of units plans at once.
   constexpr std::size_t align = 64;
-  for (std::size_t chunks = (units + cu - 1) / cu;; ++chunks) {
-    std::size_t even = (units + chunks - 1) / chunks;
-    if (chunks > 1 && even >= 2 * align) even = (even + align - 1) / align * align;
-    if (even <= cu) {
-      plan.chunk_units = even;
-      break;
-    }
-  }
-  plan.chunks = (units + plan.chunk_units - 1) / plan.chunk_units;
+  std::size_t chunks = ceil_div(units, cu);
+  if (even_chunk(units, chunks, align) > cu) chunks = ceil_div(units, cu / align * align);
+  plan.chunk_units = even_chunk(units, chunks, align);
+  plan.chunks = ceil_div(units, plan.chunk_units);
   plan.streams = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(s), plan.chunks));
   return plan;
 }

@@ -358,8 +358,9 @@ T reduce_chunk(reduce_kind k, const A& a) {
   switch (k) {
     case reduce_kind::sum: return a.sum();
     case reduce_kind::prod: return a.prod();
-    case reduce_kind::min: return a.minCoeff();
-    case reduce_kind::max: return a.maxCoeff();
+    // NaN when any coefficient is, as split::min and max merge the chunks.
+    case reduce_kind::min: return a.template minCoeff<Eigen::PropagateNaN>();
+    case reduce_kind::max: return a.template maxCoeff<Eigen::PropagateNaN>();
   }
   return T(0);
 }

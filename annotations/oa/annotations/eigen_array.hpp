@@ -118,18 +118,20 @@ inline constexpr auto select_as = oa::annotate<"Eigen::DenseBase::select (array,
     oa::args(oa::in<contiguous>, oa::in<contiguous>, oa::scalar<S>, oa::out<contiguous, array<S>>),
     oa::device_fn(oa::elementwise(ops::select{})));
 
-// Reductions: a partial per chunk, merged in chunk order.
+// Reductions: a partial per chunk, merged in chunk order. minCoeff and
+// maxCoeff are NaN when any coefficient is (Eigen's PropagateNaN per chunk,
+// split::min and max across chunks), on every device and chunking.
 template <class S>
 inline constexpr auto sum = oa::annotate<"Eigen::DenseBase::sum">(
     oa::cpu([](const auto& a) { return S(a.sum()); }), oa::args(oa::in<contiguous>, oa::ret<split::sum, S>),
     oa::device_fn(oa::elementwise(ops::identity{})));
 template <class S>
 inline constexpr auto min_coeff = oa::annotate<"Eigen::DenseBase::minCoeff">(
-    oa::cpu([](const auto& a) { return a.size() ? S(a.minCoeff()) : split::min::identity<S>(); }),
+    oa::cpu([](const auto& a) { return a.size() ? S(a.template minCoeff<Eigen::PropagateNaN>()) : split::min::identity<S>(); }),
     oa::args(oa::in<contiguous>, oa::ret<split::min, S>), oa::device_fn(oa::elementwise(ops::identity{})));
 template <class S>
 inline constexpr auto max_coeff = oa::annotate<"Eigen::DenseBase::maxCoeff">(
-    oa::cpu([](const auto& a) { return a.size() ? S(a.maxCoeff()) : split::max::identity<S>(); }),
+    oa::cpu([](const auto& a) { return a.size() ? S(a.template maxCoeff<Eigen::PropagateNaN>()) : split::max::identity<S>(); }),
     oa::args(oa::in<contiguous>, oa::ret<split::max, S>), oa::device_fn(oa::elementwise(ops::identity{})));
 }  // namespace detail
 

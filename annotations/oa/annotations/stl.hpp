@@ -37,6 +37,7 @@
 #include <iterator>
 #include <memory>
 #include <span>
+#include <string>
 #include <functional>
 #include <numeric>
 #include <type_traits>
@@ -186,6 +187,18 @@ struct first_of {
 /// accumulator types).
 template <class Op, class R>
 inline constexpr auto in_type = [](const auto& x, const auto& y) { return Op{}(R(x), R(y)); };
+/// The same with the caller's operation object (one with state).
+template <class R, class Op>
+auto in_type_of(const Op& op) {
+  return [&op](const auto& x, const auto& y) { return op(R(x), R(y)); };
+}
+
+/// An operation whose object the algorithm must use as given: it has state
+/// (a member, a capture) or no default constructor. Such a reduction runs
+/// per block with the caller's object on the host path (no device function
+/// can take it): each block's partial, then one call folding them in order.
+template <class Op>
+inline constexpr bool stateful = !std::is_empty_v<Op> || !std::is_default_constructible_v<Op>;
 
 /// The container of a transform's results.
 template <class R>
@@ -395,6 +408,19 @@ inline constexpr auto iota = oa::annotate<"std::iota">(
 inline constexpr std::size_t scan_block = std::size_t{1} << 16;
 using scan_blocks = split::blocks<scan_block>;
 
+/// Each block's reduction with the caller's operation object (one with
+/// state), on the host path: what the stateful reductions and scans fold.
+template <class Op, class T>
+inline constexpr auto block_totals_with = oa::annotate<"oa::stl::scan (block totals, stateful operation: host)">(
+    oa::cpu([](const auto& in, const Op& op, auto& totals) {
+      for (std::size_t b = 0; b < totals.size(); ++b) {
+        const std::size_t from = b * scan_block, to = std::min(in.size(), from + scan_block);
+        totals[b] = std::reduce(in.begin() + from, in.begin() + to, Op::template identity<T>(), in_type_of<T>(op));
+      }
+    }),
+    oa::args(oa::in<scan_blocks>("first"), oa::scalar<Op>("op"),
+             oa::out<split::contiguous, std::vector<T>>("block_totals")));
+
 template <class Op, class T>
 inline constexpr auto block_totals = oa::annotate<"oa::stl::scan (block totals)">(
     oa::cpu([](const auto& in, auto& totals) {
@@ -414,18 +440,32 @@ inline constexpr auto block_totals = oa::annotate<"oa::stl::scan (block totals)"
 
 /// out[i] = init op in[0] op ... op in[i] (inclusive), or the same without
 /// in[i] (exclusive); a block starts from the totals of the blocks before it.
+/// A chunk of the scan from the blocks' totals, with `op`.
+template <class Op, class T, bool Inclusive, class In, class Out>
+void scan_chunk(const In& in, const std::vector<T>& totals, const T& init, const Op& op, Out& out) {
+  const std::size_t first_block = in.first / scan_block;
+  T carry = init;
+  for (std::size_t b = 0; b < first_block; ++b) carry = op(carry, totals[b]);
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const T next = op(carry, T(in[i]));
+    out[i] = Inclusive ? next : carry;
+    carry = next;
+  }
+}
+
+/// The scan with the caller's operation object (one with state), on the host path.
+template <class Op, class T, bool Inclusive>
+inline constexpr auto scan_with_totals_with = oa::annotate<"oa::stl::scan (stateful operation: host)">(
+    oa::cpu([](const auto& in, const std::vector<T>& totals, const T& init, const Op& op, auto& out) {
+      scan_chunk<Op, T, Inclusive>(in, totals, init, op, out);
+    }),
+    oa::args(oa::in<scan_blocks>("first"), oa::scalar<std::vector<T>>("block_totals"), oa::scalar<T>("init"),
+             oa::scalar<Op>("op"), oa::out<scan_blocks, std::vector<T>>("d_first")));
+
 template <class Op, class T, bool Inclusive>
 inline constexpr auto scan_with_totals = oa::annotate<"oa::stl::scan">(
     oa::cpu([](const auto& in, const std::vector<T>& totals, const T& init, auto& out) {
-      const Op op;
-      const std::size_t first_block = in.first / scan_block;
-      T carry = init;
-      for (std::size_t b = 0; b < first_block; ++b) carry = op(carry, totals[b]);
-      for (std::size_t i = 0; i < in.size(); ++i) {
-        const T next = op(carry, T(in[i]));
-        out[i] = Inclusive ? next : carry;
-        carry = next;
-      }
+      scan_chunk<Op, T, Inclusive>(in, totals, init, Op{}, out);
     }),
     oa::args(oa::in<scan_blocks>("first"), oa::scalar<std::vector<T>>("block_totals"), oa::scalar<T>("init"),
              oa::out<scan_blocks, std::vector<T>>("d_first")),
@@ -441,17 +481,38 @@ inline constexpr auto scan_with_totals = oa::annotate<"oa::stl::scan">(
                                         }))
                       .scratch(scan_block / 32, gpu_scratch_fixed)));
 
+/// `op` is the caller's object: a stateful one (see stateful) is given to
+/// every call; any other is its class's default, the same operation.
 template <class Op, class T, bool Inclusive, class In>
-lazy<std::vector<T>> scan(In&& in, T init) {
+lazy<std::vector<T>> scan(In&& in, T init, const Op& op) {
   // Two calls read `in`. The caller's object is read where it is; a
   // temporary (a span of a range, a lazy handle, a vector made for the call)
   // is kept by each call that reads it, so the first gets its own copy.
   lazy<std::vector<T>> totals;
+  const auto first_pass = [&](auto&& x) {
+    if constexpr (stateful<Op>)
+      return block_totals_with<Op, T>(std::forward<decltype(x)>(x), op);
+    else
+      return block_totals<Op, T>(std::forward<decltype(x)>(x));
+  };
   if constexpr (std::is_lvalue_reference_v<In>)
-    totals = block_totals<Op, T>(in);
+    totals = first_pass(in);
   else
-    totals = block_totals<Op, T>(std::remove_cvref_t<In>(in));
-  return scan_with_totals<Op, T, Inclusive>(std::forward<In>(in), std::move(totals), init);
+    totals = first_pass(std::remove_cvref_t<In>(in));
+  if constexpr (stateful<Op>)
+    return scan_with_totals_with<Op, T, Inclusive>(std::forward<In>(in), std::move(totals), init, op);
+  else
+    return scan_with_totals<Op, T, Inclusive>(std::forward<In>(in), std::move(totals), init);
+}
+
+/// The scan with the caller's operation: its object where it has state,
+/// else the reduction its class names (std::plus: split's sum, on a GPU).
+template <class T, bool Inclusive, class In, class Op>
+lazy<std::vector<T>> scan_with(In&& in, T init, const Op& op) {
+  if constexpr (stateful<Op>)
+    return scan<Op, T, Inclusive>(std::forward<In>(in), init, op);
+  else
+    return scan<reduction_t<Op>, T, Inclusive>(std::forward<In>(in), init, reduction_t<Op>{});
 }
 
 // Sort, out of core: runs of sort_run elements sorted chunk by chunk (whole
@@ -501,6 +562,60 @@ template <class Op, class R>
 lazy<R> with_init(R init, lazy<R> reduced) {
   return combine_init<Op, R>(std::vector<R>{init}, std::move(reduced));
 }
+
+// Reductions with the caller's operation object (stateful<Op>), on the host
+// path: each block's partial with the object (and the transform, if any),
+// then one call folding init and the partials in order with it.
+template <class Op, class F, class T>
+inline constexpr auto transform_block_totals1_with =
+    oa::annotate<"std::transform_reduce (block totals, stateful operation: host)">(
+        oa::cpu([](const auto& in, const Op& op, const F& f, auto& totals) {
+          for (std::size_t b = 0; b < totals.size(); ++b) {
+            const std::size_t from = b * scan_block, to = std::min(in.size(), from + scan_block);
+            totals[b] = std::transform_reduce(in.begin() + from, in.begin() + to, Op::template identity<T>(),
+                                              in_type_of<T>(op), f);
+          }
+        }),
+        oa::args(oa::in<scan_blocks>("first"), oa::scalar<Op>("reduce_op"), oa::scalar<F>("transform_op"),
+                 oa::out<split::contiguous, std::vector<T>>("block_totals")));
+template <class Op, class F, class T>
+inline constexpr auto transform_block_totals2_with =
+    oa::annotate<"std::transform_reduce (binary, block totals, stateful operation: host)">(
+        oa::cpu([](const auto& a, const auto& b, const Op& op, const F& f, auto& totals) {
+          for (std::size_t k = 0; k < totals.size(); ++k) {
+            const std::size_t from = k * scan_block, to = std::min(a.size(), from + scan_block);
+            totals[k] = std::transform_reduce(a.begin() + from, a.begin() + to, b.begin() + from,
+                                              Op::template identity<T>(), in_type_of<T>(op), f);
+          }
+        }),
+        oa::args(oa::in<scan_blocks>("first1"), oa::in<scan_blocks>("first2"), oa::scalar<Op>("reduce_op"),
+                 oa::scalar<F>("transform_op"), oa::out<split::contiguous, std::vector<T>>("block_totals")));
+
+/// The result of a call of one unit: its one partial (merged with nothing).
+struct only_partial {
+  template <class R>
+  static R identity() {
+    return R{};
+  }
+  template <class R>
+  R operator()(const R&, const R& b) const {
+    return b;
+  }
+};
+template <class Op, class R>
+inline constexpr auto fold_with_init = oa::annotate<"oa::stl::reduce (stateful operation: host)">(
+    oa::cpu([](const auto& init, const std::vector<R>& totals, const Op& op) {
+      R acc = R(init[0]);
+      for (const R& t : totals) acc = op(acc, t);
+      return acc;
+    }),
+    oa::args(oa::in<contiguous>("init"), oa::scalar<std::vector<R>>("block_totals"), oa::scalar<Op>("op"),
+             oa::ret<split::reduce<only_partial>, R>));
+
+template <class Op, class R>
+lazy<R> fold_with(R init, lazy<std::vector<R>> totals, const Op& op) {
+  return fold_with_init<Op, R>(std::vector<R>{init}, std::move(totals), op);
+}
 }  // namespace detail
 #undef OA_STL_GPU
 #undef OA_STL_GPU_NVCC
@@ -549,9 +664,10 @@ auto copy(In&& in) {
 /// std::reduce(first, last, init, op) (op defaults to std::plus): a lazy value.
 template <detail::not_iterator In, class T, class Op = std::plus<>>
 lazy<T> reduce(In&& in, T init, Op op = {}) {
-  (void)op;
   using Red = detail::reduction_t<Op>;
-  if constexpr (detail::reduces_on_device<Op>)
+  if constexpr (detail::stateful<Op>)
+    return detail::fold_with<Op, T>(init, detail::block_totals_with<Op, T>(std::forward<In>(in), op), op);
+  else if constexpr (detail::reduces_on_device<Op>)
     return detail::with_init<Red, T>(init, detail::reduce<Red, T>(std::forward<In>(in)));
   else
     return detail::with_init<Red, T>(init, detail::reduce_host<Red, T>(std::forward<In>(in)));
@@ -560,9 +676,11 @@ lazy<T> reduce(In&& in, T init, Op op = {}) {
 /// std::transform_reduce(first, last, init, reduce_op, transform_op).
 template <class In, class T, class Op, class F>
 lazy<T> transform_reduce(In&& in, T init, Op reduce_op, F transform_op) {
-  (void)reduce_op;
   using Red = detail::reduction_t<Op>;
-  if constexpr (detail::reduces_on_device<Op> && detail::on_device<F> && std::is_empty_v<F>)
+  if constexpr (detail::stateful<Op>)
+    return detail::fold_with<Op, T>(
+        init, detail::transform_block_totals1_with<Op, F, T>(std::forward<In>(in), reduce_op, transform_op), reduce_op);
+  else if constexpr (detail::reduces_on_device<Op> && detail::on_device<F> && std::is_empty_v<F>)
     return detail::with_init<Red, T>(init, detail::transform_reduce1<Red, F, T>(std::forward<In>(in)));
   else
     return detail::with_init<Red, T>(init,
@@ -572,9 +690,13 @@ lazy<T> transform_reduce(In&& in, T init, Op reduce_op, F transform_op) {
 /// std::transform_reduce(first1, last1, first2, init, reduce_op, transform_op).
 template <detail::not_iterator In1, class In2, class T, class Op, class F>
 lazy<T> transform_reduce(In1&& a, In2&& b, T init, Op reduce_op, F transform_op) {
-  (void)reduce_op;
   using Red = detail::reduction_t<Op>;
-  if constexpr (detail::reduces_on_device<Op> && detail::on_device<F> && std::is_empty_v<F>)
+  if constexpr (detail::stateful<Op>)
+    return detail::fold_with<Op, T>(init,
+                                    detail::transform_block_totals2_with<Op, F, T>(
+                                        std::forward<In1>(a), std::forward<In2>(b), reduce_op, transform_op),
+                                    reduce_op);
+  else if constexpr (detail::reduces_on_device<Op> && detail::on_device<F> && std::is_empty_v<F>)
     return detail::with_init<Red, T>(
         init, detail::transform_reduce2<Red, F, T>(std::forward<In1>(a), std::forward<In2>(b)));
   else
@@ -624,25 +746,21 @@ void iota(Range& range, detail::element_t<Range> value) {
 /// operation reduce takes). Out of core in two passes; on the host for now.
 template <detail::not_iterator In, class Op = std::plus<>>
 auto inclusive_scan(In&& in, Op op = {}) {
-  (void)op;
   using T = detail::element_t<In>;
-  using Red = detail::reduction_t<Op>;
-  return detail::scan<Red, T, true>(std::forward<In>(in), Red::template identity<T>());
+  return detail::scan_with<T, true>(std::forward<In>(in), detail::reduction_t<Op>::template identity<T>(), op);
 }
 
 /// std::inclusive_scan(first, last, d_first, op, init).
 template <detail::not_iterator In, class Op, class T>
 lazy<std::vector<T>> inclusive_scan(In&& in, Op op, T init) {
-  (void)op;
-  return detail::scan<detail::reduction_t<Op>, T, true>(std::forward<In>(in), init);
+  return detail::scan_with<T, true>(std::forward<In>(in), init, op);
 }
 
 /// std::exclusive_scan(first, last, d_first, init, op): element i combines
 /// init and elements 0..i-1.
 template <detail::not_iterator In, class T, class Op = std::plus<>>
 lazy<std::vector<T>> exclusive_scan(In&& in, T init, Op op = {}) {
-  (void)op;
-  return detail::scan<detail::reduction_t<Op>, T, false>(std::forward<In>(in), init);
+  return detail::scan_with<T, false>(std::forward<In>(in), init, op);
 }
 
 /// std::sort(first, last, comp) with comp std::less (the default) or
@@ -697,67 +815,74 @@ void for_each(Range& range, F f) {
 // they return, since nothing of the caller's names the range as an object.
 
 namespace detail {
+/// [first, last) as a span; a reversed range (last before first) is an
+/// oa::invalid_argument naming `call`, before anything is recorded.
 template <std::contiguous_iterator It>
-std::span<std::remove_reference_t<std::iter_reference_t<It>>> span_of(It first, It last) {
-  return {std::to_address(first), static_cast<std::size_t>(last - first)};
+std::span<std::remove_reference_t<std::iter_reference_t<It>>> span_of(It first, It last, const char* call) {
+  const auto n = last - first;
+  if (n < 0)
+    throw oa::invalid_argument(call, "last",
+                               "precedes first by " + std::to_string(-static_cast<long long>(n)) +
+                                   " elements (a reversed range)");
+  return {std::to_address(first), static_cast<std::size_t>(n)};
 }
 }  // namespace detail
 
 template <std::contiguous_iterator It, class Compare = std::less<>>
 void sort(It first, It last, Compare comp = {}) {
-  auto range = detail::span_of(first, last);
+  auto range = detail::span_of(first, last, "oa::stl::sort");
   oa::stl::sort(range, comp);
   oa::evaluate();
 }
 template <std::contiguous_iterator It>
 void fill(It first, It last, const std::iter_value_t<It>& value) {
-  auto range = detail::span_of(first, last);
+  auto range = detail::span_of(first, last, "oa::stl::fill");
   oa::stl::fill(range, value);
   oa::evaluate();
 }
 template <std::contiguous_iterator It>
 void iota(It first, It last, std::iter_value_t<It> value) {
-  auto range = detail::span_of(first, last);
+  auto range = detail::span_of(first, last, "oa::stl::iota");
   oa::stl::iota(range, value);
   oa::evaluate();
 }
 template <std::contiguous_iterator It, class F>
 void for_each(It first, It last, F f) {
-  auto range = detail::span_of(first, last);
+  auto range = detail::span_of(first, last, "oa::stl::for_each");
   oa::stl::for_each(range, f);
   oa::evaluate();
 }
 template <std::contiguous_iterator It, class F>
 auto transform(It first, It last, F unary_op) {
-  return oa::stl::transform(detail::span_of(first, last), unary_op);
+  return oa::stl::transform(detail::span_of(first, last, "oa::stl::transform"), unary_op);
 }
 template <std::contiguous_iterator It, class T, class Op = std::plus<>>
 lazy<T> reduce(It first, It last, T init, Op op = {}) {
-  return oa::stl::reduce(detail::span_of(first, last), init, op);
+  return oa::stl::reduce(detail::span_of(first, last, "oa::stl::reduce"), init, op);
 }
 template <std::contiguous_iterator It>
 lazy<std::int64_t> count(It first, It last, const std::iter_value_t<It>& value) {
-  return oa::stl::count(detail::span_of(first, last), value);
+  return oa::stl::count(detail::span_of(first, last, "oa::stl::count"), value);
 }
 template <std::contiguous_iterator It, class P>
 lazy<std::int64_t> count_if(It first, It last, P p) {
-  return oa::stl::count_if(detail::span_of(first, last), p);
+  return oa::stl::count_if(detail::span_of(first, last, "oa::stl::count_if"), p);
 }
 template <std::contiguous_iterator It>
 auto min_element(It first, It last) {
-  return oa::stl::min_element(detail::span_of(first, last));
+  return oa::stl::min_element(detail::span_of(first, last, "oa::stl::min_element"));
 }
 template <std::contiguous_iterator It>
 auto max_element(It first, It last) {
-  return oa::stl::max_element(detail::span_of(first, last));
+  return oa::stl::max_element(detail::span_of(first, last, "oa::stl::max_element"));
 }
 template <std::contiguous_iterator It, class Op = std::plus<>>
 auto inclusive_scan(It first, It last, Op op = {}) {
-  return oa::stl::inclusive_scan(detail::span_of(first, last), op);
+  return oa::stl::inclusive_scan(detail::span_of(first, last, "oa::stl::inclusive_scan"), op);
 }
 template <std::contiguous_iterator It, class T, class Op = std::plus<>>
 lazy<std::vector<T>> exclusive_scan(It first, It last, T init, Op op = {}) {
-  return oa::stl::exclusive_scan(detail::span_of(first, last), init, op);
+  return oa::stl::exclusive_scan(detail::span_of(first, last, "oa::stl::exclusive_scan"), init, op);
 }
 
 }  // namespace oa::stl

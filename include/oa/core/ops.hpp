@@ -43,6 +43,12 @@ OA_BINARY_OP(mul, a* b)
 OA_BINARY_OP(div, a / b)
 OA_BINARY_OP(min, a < b ? a : b)
 OA_BINARY_OP(max, a < b ? b : a)
+// The smaller (larger) of a and b, or NaN when either is NaN (only NaN
+// differs from itself): what min and max reductions combine with, so that
+// their result is NaN when any element is, whatever the order of combining
+// (chunks, blocks, threads). min and max above are Eigen's cwiseMin/cwiseMax.
+OA_BINARY_OP(min_nan, a != a ? a : b != b ? b : (b < a ? b : a))
+OA_BINARY_OP(max_nan, a != a ? a : b != b ? b : (a < b ? b : a))
 OA_BINARY_OP(less, a < b)
 OA_BINARY_OP(less_equal, a <= b)
 OA_BINARY_OP(greater, a > b)

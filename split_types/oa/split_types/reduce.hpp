@@ -51,8 +51,12 @@ struct plus {
     return a + b;
   }
 };
+// min and max: NaN when any element is NaN (x != x only for NaN), in any
+// order of combining, so every device and chunking gives the same result
+// (oa::ops::min_nan and max_nan in kernels). Eigen's minCoeff/maxCoeff with
+// PropagateNaN computes the same.
 struct minimum {
-  static constexpr const char* device_op = "min";
+  static constexpr const char* device_op = "min_nan";
   template <class R>
   static R identity() {
     if constexpr (std::numeric_limits<R>::has_infinity) return std::numeric_limits<R>::infinity();
@@ -60,11 +64,11 @@ struct minimum {
   }
   template <class R>
   R operator()(const R& a, const R& b) const {
-    return std::min(a, b);
+    return a != a ? a : b != b ? b : (b < a ? b : a);
   }
 };
 struct maximum {
-  static constexpr const char* device_op = "max";
+  static constexpr const char* device_op = "max_nan";
   template <class R>
   static R identity() {
     if constexpr (std::numeric_limits<R>::has_infinity) return -std::numeric_limits<R>::infinity();
@@ -72,7 +76,7 @@ struct maximum {
   }
   template <class R>
   R operator()(const R& a, const R& b) const {
-    return std::max(a, b);
+    return a != a ? a : b != b ? b : (a < b ? b : a);
   }
 };
 struct times {
