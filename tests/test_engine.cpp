@@ -448,3 +448,17 @@ TEST_CASE("runtimes on two threads run at the same time, each on its own devices
   CHECK(second.reports().size() == 1);
   CHECK(&first.main_device() != &second.main_device());
 }
+
+TEST_CASE("evaluations reuse the device's engine threads: none is started per get()") {
+  for (const auto& cfg : devices()) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    std::vector<double> a(1000, 1.0), b(1000, 2.0);
+    CHECK(vecmath::oa::add(a, b).get()[0] == 3.0);  // the devices are made, their streams used once
+    const std::uint64_t before = oa::detail::engine_threads_started();
+    bool right = true;
+    for (int i = 0; i < 1000; ++i) right = right && vecmath::oa::add(a, b).get()[999] == 3.0;
+    CHECK(right);
+    CHECK(oa::detail::engine_threads_started() - before == 0);
+  }
+}

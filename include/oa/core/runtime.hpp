@@ -2,6 +2,7 @@
 // Runtimes: each owns a configuration, its devices and the log of what ran;
 // each thread records its calls in a graph of its current runtime.
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -155,6 +156,9 @@ bool offload_gemv_wanted(double matrix_coefficients);
 bool offload_elements_wanted(std::uint64_t coefficients, bool reduction);
 /// Records a call an Eigen hook left to Eigen, and why, for the report.
 void note_not_offloaded(const std::string& op, const std::string& reason, const std::string& dims);
+/// Engine threads (host and emulated devices) started so far in this
+/// process. A device keeps its threads for its life: evaluations reuse them.
+std::uint64_t engine_threads_started() noexcept;
 /// Marks the calling thread as running engine work while it lives.
 class engine_thread_scope {
  public:
