@@ -215,7 +215,7 @@ bool progress_wanted(const config& c) {
 
 }  // namespace
 
-const config& current_config() { return runtime::current().configuration(); }
+config current_config() { return runtime::current().configuration(); }
 
 void set_config(const config& c) { set_config(c, config_origin("set_config")); }
 
@@ -261,7 +261,7 @@ runtime& runtime::current() {
   return *use::innermost();
 }
 
-const config& runtime::configuration() const {
+config runtime::configuration() const {
   std::lock_guard lock(state_->mutex);
   return config_locked(*state_);
 }

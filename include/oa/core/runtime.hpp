@@ -48,7 +48,8 @@ class runtime {
   /// The calling thread's current runtime: the innermost use, else the default.
   static runtime& current();
 
-  const config& configuration() const;
+  /// A copy of the configuration (another thread may replace it meanwhile).
+  config configuration() const;
   /// Replaces the configuration; devices are made again at next use. This
   /// thread's pending calls for this runtime run first, under the old one.
   void configure(const config& c, const config_origin& origin = config_origin("oa::runtime::configure"));
@@ -108,9 +109,10 @@ class scope {
   int uncaught_ = std::uncaught_exceptions();
 };
 
-/// The current runtime's configuration (the default runtime's: from
-/// OA_CONFIG and OA_* at first use).
-const config& current_config();
+/// A copy of the current runtime's configuration (the default runtime's:
+/// from OA_CONFIG and OA_* at first use), taken under the runtime's lock, so
+/// that a set_config on another thread never changes it while it is read.
+config current_config();
 /// Replaces the configuration; devices are re-created on next use. Pending
 /// calls are evaluated first, under the old configuration. The whole config
 /// is validated first: oa::config_error names the bad setting as
