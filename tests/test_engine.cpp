@@ -14,6 +14,10 @@
 
 #include <oa/annotations/eigen_array.hpp>
 
+#if defined(OA_HAS_CUDA)
+#include <oa/cuda/device.hpp>
+#endif
+
 #include "bodies.hpp"
 #include "support.hpp"
 #include "user_library/vecmath_oa.hpp"
@@ -461,4 +465,34 @@ TEST_CASE("evaluations reuse the device's engine threads: none is started per ge
     CHECK(right);
     CHECK(oa::detail::engine_threads_started() - before == 0);
   }
+}
+
+TEST_CASE("a device that cannot be made: each stage fails with one error, and a caller who received it is not told again") {
+  std::string why;
+#if defined(OA_HAS_CUDA)
+  if (oa::cuda::usable_devices(&why) > 0) {
+    MESSAGE("a GPU is usable here: device 'cuda' is made, nothing to check");
+    return;
+  }
+#endif
+  oa::config c = oa_test::host_config();
+  c.device = "cuda";
+  c.host_threshold = 0;
+  oa::runtime rt(c);
+  std::vector<double> a(1000, 1.0), b(2000, 2.0);
+  bool thrown_again = false;
+  try {
+    oa::runtime::use u(rt);
+    auto x = vecmath::oa::add(a, a);
+    auto y = vecmath::oa::add(b, b);  // another length: a stage of its own, whose result nobody asks for
+    CHECK_THROWS_AS(x.get(), oa::device_unavailable);
+  } catch (const std::exception& e) {
+    thrown_again = true;
+    MESSAGE(std::string(e.what()));
+  }
+  CHECK_FALSE(thrown_again);
+  // The next evaluation fails the same way, without trying to make the device again.
+  oa::runtime::use u(rt);
+  auto z = vecmath::oa::add(a, a);
+  CHECK_THROWS_WITH_AS(z.get(), doctest::Contains("device 'cuda' cannot be used"), oa::device_unavailable);
 }
