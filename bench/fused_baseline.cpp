@@ -19,6 +19,7 @@
 #include <optional>
 #include <nlohmann/json.hpp>
 
+#include "bench_cli.hpp"
 #include "bench_data.hpp"
 #include "workloads.hpp"
 
@@ -63,14 +64,20 @@ int main(int argc, char** argv) {
   bool verify = false;
   CLI::App app{"oa-fused-baseline: the workloads as one hand-fused OpenMP loop each"};
   app.add_option("--workload", workload, "blackscholes or haversine")->required()->check(CLI::IsMember({"blackscholes", "haversine"}));
-  app.add_option("--elements", elements, "elements per array")->required()->check(CLI::PositiveNumber);
+  app.add_option("--elements", elements, "elements per array")->required()->check(oa_bench::whole_number(1));
   app.add_option("--repeat", repeat, "timed runs (each is printed)")->check(CLI::PositiveNumber);
-  app.add_option("--seed", seed, "input seed (oa-bench's default: 42)");
+  app.add_option("--seed", seed, "input seed (oa-bench's default: 42)")->check(oa_bench::whole_number());
   app.add_flag("--verify", verify, "compare with the plain Eigen program (oa-bench's max_rel_error, exit 1 past 1e-9)");
   app.add_option("--json", json, "append one JSON record per run to FILE");
   CLI11_PARSE(app, argc, argv);
 
   const auto& w = oa_bench::find_workload(workload);
+  try {
+    oa_bench::check_data_size("--elements", elements, w.data_bytes(1), "elements (every input and output)");
+  } catch (const std::exception& e) {
+    std::cerr << "oa-fused-baseline: " << e.what() << '\n';
+    return 2;
+  }
   const std::vector<Eigen::ArrayXd> in = oa_bench::make_inputs(w, elements, seed);
   const auto n = static_cast<std::ptrdiff_t>(elements);
   std::vector<Eigen::ArrayXd> out;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.hpp"
 #include "bench_table.hpp"
 
 namespace {
@@ -200,6 +201,10 @@ int main(int argc, char** argv) {
     return app.exit(CLI::ValidationError(e.what()));  // parse_bytes names the option already
   }
   if (bytes == 0) return app.exit(CLI::ValidationError("--bytes", "must be at least 1 byte"));
+  // Each figure holds `bytes` of host memory (pinned or pageable) at once.
+  if (bytes > oa_bench::physical_memory_bytes())
+    return app.exit(CLI::ValidationError("--bytes", std::to_string(bytes) + " bytes is more than this machine's memory (" +
+                                                        std::to_string(oa_bench::physical_memory_bytes()) + " bytes)"));
 
   // No GPU is an expected answer here, not a failure of the tool: exit 2.
   int count = 0;

@@ -25,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_cli.hpp"
 #include "bench_data.hpp"
 #include "bench_json.hpp"
 #include "gemm_bench.hpp"
@@ -586,6 +587,26 @@ CLI::Validator count_validator() {
       "N|2^K|16Mi", "COUNT");
 }
 
+/// Refuses sizes whose data this machine cannot hold (exit status 2), before
+/// anything is allocated.
+void check_data_sizes(const options& opt, const oa_bench::gemm_options& gemm, const std::string& type, bool is_gemm,
+                      bool is_stl) {
+  if (opt.demo) return;
+  const std::size_t element = type == "float" || type == "int32" ? 4 : 8;
+  if (is_gemm) {
+    std::size_t squared = 0;
+    if (__builtin_mul_overflow(gemm.n, gemm.n, &squared))
+      throw std::length_error("--n: " + std::to_string(gemm.n) + " x " + std::to_string(gemm.n) +
+                             " matrices do not fit in a size_t: too large");
+    oa_bench::check_data_size("--n", squared, 3 * element, "coefficients (A, B and C)");
+  } else if (is_stl) {
+    oa_bench::check_data_size("--elements", opt.elements, 2 * element, "elements (input and output)");
+  } else {
+    const workload_spec& w = oa_bench::find_workload(opt.workload);
+    oa_bench::check_data_size("--elements", opt.elements, w.data_bytes(1), "elements (every input and output)");
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -598,7 +619,7 @@ int main(int argc, char** argv) {
   app.add_option("--workload", opt.workload, "workload to run")
       ->check(CLI::IsMember({"blackscholes", "haversine", "crime", "gemm", "transform_reduce", "scan", "sort"}));
   oa_bench::gemm_options gemm;
-  app.add_option("--n", gemm.n, "gemm: the matrices are n x n (A, B and C)")->check(CLI::PositiveNumber);
+  app.add_option("--n", gemm.n, "gemm: the matrices are n x n (A, B and C)")->check(oa_bench::whole_number(1));
   std::string type = "double";
   app.add_option("--type", type, "gemm, transform_reduce, scan and sort: the element type (gemm: double or float)")
       ->check(CLI::IsMember({"double", "float", "int32", "int64"}))
@@ -633,7 +654,9 @@ int main(int argc, char** argv) {
   app.add_option("--link-gbps", opt.link_gbps,
                  "emulated link bandwidth in GB/s (1e9 bytes/s) per direction; 0 = unthrottled (emulated "
                  "device only); overrides OA_LINK_GBPS (default: OA_LINK_GBPS, else 0)");
-  app.add_option("--seed", opt.seed, "seed of the random inputs (std::mt19937_64)")->capture_default_str();
+  app.add_option("--seed", opt.seed, "seed of the random inputs (std::mt19937_64), 0 to 2^64-1")
+      ->check(oa_bench::whole_number())
+      ->capture_default_str();
   app.add_flag("--verify", opt.verify,
                "compare every oa/sequential/whole output with the cpu result; exit 1 past 1e-9");
   app.add_option("--json", opt.json, "append one JSON object per (run, mode) to FILE (JSON Lines)");
@@ -679,8 +702,15 @@ int main(int argc, char** argv) {
 
   try {
     // The configuration's values are the defaults; options given win, and
-    // are checked as every other source is.
-    oa::config c = oa::config::read_environment(&opt.origin);
+    // are checked as every other source is; a variable an option replaces is
+    // not read at all.
+    std::vector<std::string_view> replaced;
+    for (const auto& [option, key] : {std::pair<const char*, std::string_view>{"--device", "device"},
+                                      {"--device-memory", "device_memory"},
+                                      {"--streams", "streams"},
+                                      {"--link-gbps", "link_gbps"}})
+      if (app.count(option) > 0) replaced.push_back(key);
+    oa::config c = oa::config::read_environment(&opt.origin, replaced);
     const auto take = [&](const char* option, const char* key, auto& option_value, auto& config_value) {
       if (app.count(option) > 0) {
         config_value = option_value;
@@ -695,6 +725,7 @@ int main(int argc, char** argv) {
     take("--streams", "streams", opt.streams, c.streams);
     take("--link-gbps", "link_gbps", opt.link_gbps, c.link_gbps);
     oa::set_config(c, opt.origin);  // validates; the runtime then never reads the environment itself
+    check_data_sizes(opt, gemm, type, is_gemm, is_stl);
 
     std::optional<json_sink> sink;
     if (!opt.json.empty()) sink.emplace(opt.json);

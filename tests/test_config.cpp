@@ -131,6 +131,13 @@ TEST_CASE("parse_bytes reads plain, decimal and binary sizes") {
       {"18446744073709551615", 18446744073709551615ull},
       {"16777215.999999TiB", 18446744073708452104ull},                // floor of 16777215.999999 * 2^40
       {"16777215.99999999999999999999TiB", 18446744073709551615ull},  // many digits, no overflow
+      {"1P", ki * ki * ki * ki * ki},
+      {"2PiB", 2 * ki * ki * ki * ki * ki},
+      {"2PB", 2'000'000'000'000'000},
+      {"1EiB", std::size_t{1} << 60},
+      {"1 eib", std::size_t{1} << 60},
+      {"15.5E", std::size_t{31} << 59},
+      {"18EB", 18'000'000'000'000'000'000ull},
   };
   for (const auto& r : rows) {
     const std::string text = r.text;
@@ -143,7 +150,7 @@ TEST_CASE("parse_bytes rejects malformed sizes and names the setting") {
   const char* const bad[] = {
       "",     "   ",   "-1",    "-1MiB", "+5",     "abc",    "12XB", "1.",     ".",
       "1..5", "1.5.2", "MiB",   "1 2",   "1MiB x", "1 MiBB", "1Mi",  "1 K B",  "0x10",
-      "1e6",  "1,000", "1kibi", "1PB",   "1PiB",   "nan",    "inf",  "1\t\tZ",
+      "1e6",  "1,000", "1kibi", "1ZiB",  "1YB",    "nan",    "inf",  "1\t\tZ",
       "1.9",  "0.5",   "0.0001KiB",  // a fraction of a byte: no suffix, or below one byte
   };
   for (const char* text : bad) {
@@ -158,7 +165,8 @@ TEST_CASE("parse_bytes rejects malformed sizes and names the setting") {
 
 TEST_CASE("parse_bytes rejects sizes that do not fit") {
   const char* const huge[] = {"18446744073709551616", "99999999999999999999999", "16777216TiB",
-                              "20000000000GB",        "18446744073709551616 B",  "17000000000000000000.5K"};
+                              "20000000000GB",        "18446744073709551616 B",  "17000000000000000000.5K",
+                              "16EiB",                "18.5EB",                  "16384PiB"};
   for (const char* text : huge) {
     const std::string shown = text;
     CAPTURE(shown);
@@ -284,7 +292,7 @@ TEST_CASE("from_environment gives the defaults when nothing is set") {
 
 TEST_CASE("from_environment reads every variable") {
   scoped_environment env;
-  env.set("OA_DEVICE", "Host");
+  env.set("OA_DEVICE", "host");
   env.set("OA_DEVICE_MEMORY", "256MiB");
   env.set("OA_STREAMS", "3");
   env.set("OA_CHUNK_BYTES", "1M");
@@ -442,7 +450,7 @@ TEST_CASE("scoped_environment hides and then restores the caller's variables") {
 TEST_CASE("OA_CUDA_STAGING: pinned or register") {
   scoped_environment env;
   CHECK(oa::config::from_environment().cuda_staging == "pinned");
-  setenv("OA_CUDA_STAGING", "Register", 1);
+  setenv("OA_CUDA_STAGING", "register", 1);
   CHECK(oa::config::from_environment().cuda_staging == "register");
   setenv("OA_CUDA_STAGING", "mapped", 1);
   CHECK_THROWS_WITH_AS(oa::config::from_environment(), doctest::Contains("OA_CUDA_STAGING"), oa::config_error);
@@ -524,15 +532,16 @@ TEST_CASE("set_config validates the whole config at once and names the field") {
       {[](oa::config& c) { c.progress = 7; },
        "oa: set_config: progress: 7 is out of range (1 on, 0 off, -1 when stderr is a terminal)"},
       {[](oa::config& c) { c.cuda_staging = "whatever"; },
-       "oa: set_config: cuda_staging: unknown staging 'whatever' (use pinned or register)"},
+       "oa: set_config: cuda_staging: unknown staging 'whatever' (use pinned or register, exactly: lower case, no spaces)"},
       {[](oa::config& c) { c.device = "gpu"; },
-       "oa: set_config: device: unknown device 'gpu' (use auto, host, emulated or cuda)"},
+       "oa: set_config: device: unknown device 'gpu' (use auto, host, emulated or cuda, exactly: lower case, no "
+       "spaces)"},
       {[](oa::config& c) { c.link_gbps = -1; },
-       "oa: set_config: link_gbps: link bandwidth must be a finite number >= 0 (GB/s), got -1"},
+       "oa: set_config: link_gbps: link bandwidth must be a number from 0 to 1e6 (GB/s; 0 = unthrottled), got -1"},
       {[](oa::config& c) { c.link_gbps = std::numeric_limits<double>::infinity(); },
-       "oa: set_config: link_gbps: link bandwidth must be a finite number >= 0 (GB/s), got inf"},
+       "oa: set_config: link_gbps: link bandwidth must be a number from 0 to 1e6 (GB/s; 0 = unthrottled), got inf"},
       {[](oa::config& c) { c.link_gbps = std::nan(""); },
-       "oa: set_config: link_gbps: link bandwidth must be a finite number >= 0 (GB/s), got nan"},
+       "oa: set_config: link_gbps: link bandwidth must be a number from 0 to 1e6 (GB/s; 0 = unthrottled), got nan"},
   };
   for (const auto& r : rows) {
     const std::string expected = r.message;
@@ -700,4 +709,100 @@ TEST_CASE("the emulated device's budget cannot exceed the machine's physical mem
   c.device_memory = physical;
   oa::set_config(c);  // validated only: the emulated device reserves nothing up front
   CHECK(oa::current_config().device_memory == physical);
+}
+
+// --- one rule per setting, whatever the source -------------------------------------
+
+TEST_CASE("device and staging names are exact from every source: the environment, a file, set_config") {
+  scoped_environment env;
+  default_runtime_config restore;
+  for (const char* name : {" Emulated ", "Emulated", "emulated ", "HOST"}) {
+    const std::string shown = name;
+    CAPTURE(shown);
+    env.set("OA_DEVICE", name);
+    const std::string from_env = config_error_of([] { oa::config::from_environment(); });
+    CHECK(contains(from_env, "OA_DEVICE: unknown device '" + shown + "'"));
+    CHECK(contains(from_env, "exactly"));
+    ::unsetenv("OA_DEVICE");
+    oa::config c;
+    CHECK(contains(config_error_of([&] { c.merge_json(R"({"device": ")" + shown + "\"}", "f.json"); }),
+                   "f.json: key 'device': unknown device"));
+    c.device = name;
+    CHECK(contains(config_error_of([&] { oa::set_config(c); }), "set_config: device: unknown device"));
+  }
+  env.set("OA_CUDA_STAGING", "Register");
+  CHECK(contains(config_error_of([] { oa::config::from_environment(); }), "OA_CUDA_STAGING: unknown staging"));
+}
+
+TEST_CASE("OA_HOST_MATH: an unknown value is an error naming it and the accepted values") {
+  scoped_environment env;
+  const char* saved = std::getenv("OA_HOST_MATH");
+  const std::optional<std::string> restore = saved ? std::optional<std::string>(saved) : std::nullopt;
+  ::setenv("OA_HOST_MATH", "banana", 1);
+  const std::string msg = config_error_of([] { oa::config::from_environment(); });
+  const std::string read_msg = config_error_of([] { oa::config::read_environment(); });
+  for (const char* good : {"auto", "eigen", "avx2", "avx512"}) {
+    ::setenv("OA_HOST_MATH", good, 1);
+    CHECK_NOTHROW(oa::config::from_environment());
+  }
+  if (restore)
+    ::setenv("OA_HOST_MATH", restore->c_str(), 1);
+  else
+    ::unsetenv("OA_HOST_MATH");
+  CHECK(msg == "oa: OA_HOST_MATH: unknown host math 'banana' (use auto, eigen, avx2 or avx512)");
+  CHECK(read_msg == msg);
+}
+
+TEST_CASE("link bandwidth: bounded where it is validated, naming the setting") {
+  scoped_environment env;
+  env.set("OA_LINK_GBPS", "1e300");
+  CHECK(contains(config_error_of([] { oa::config::from_environment(); }),
+                 "OA_LINK_GBPS: link bandwidth must be a number from 0 to 1e6 (GB/s; 0 = unthrottled), got 1e+300"));
+  env.set("OA_LINK_GBPS", "1e6");
+  CHECK(oa::config::from_environment().link_gbps == 1e6);
+  oa::config c;
+  CHECK(contains(config_error_of([&] { c.merge_json(R"({"link_gbps": 2e6})", "f.json"); }), "f.json: key 'link_gbps'"));
+  c.device = "emulated";
+  c.link_gbps = 1e300;
+  CHECK(contains(config_error_of([&] { oa::runtime rt(c); }), "oa::runtime: link_gbps: link bandwidth"));
+  // The largest bandwidth validation lets through makes a device.
+  c.link_gbps = 1e6;
+  oa::runtime rt(c);
+  CHECK(rt.main_device().name() == "emulated");
+}
+
+TEST_CASE("read_environment: a setting a program's option replaces is never read, however malformed") {
+  scoped_environment env;
+  env.set("OA_STREAMS", "99");
+  env.set("OA_DEVICE", "gpu");
+  env.set("OA_DEVICE_MEMORY", "banana");
+  env.set("OA_LINK_GBPS", "fast");
+  const std::vector<std::string_view> replaced = {"streams", "device", "device_memory", "link_gbps"};
+  oa::config_origin origin;
+  oa::config c = oa::config::read_environment(&origin, replaced);
+  CHECK(c.streams == 0);
+  CHECK(c.device == "auto");
+  CHECK(origin.where("streams") == "streams (default)");
+  for (const auto key : replaced) {  // each alone is still an error when it is read
+    std::vector<std::string_view> others;
+    for (const auto k : replaced)
+      if (k != key) others.push_back(k);
+    const std::string msg = config_error_of([&] {
+      oa::config_origin o;
+      oa::validate(oa::config::read_environment(&o, others), o);
+    });
+    CHECK(msg.rfind("oa: " + std::string(oa::config_variable(key)) + ": ", 0) == 0);
+  }
+  // The file's values too: a key an option replaces is not read.
+  ::unsetenv("OA_STREAMS");
+  ::unsetenv("OA_DEVICE");
+  ::unsetenv("OA_DEVICE_MEMORY");
+  ::unsetenv("OA_LINK_GBPS");
+  temp_file file(R"({"streams": 1000, "device": 7, "verbose": true})");
+  env.set("OA_CONFIG", file.path());
+  c = oa::config::read_environment(nullptr, {"streams", "device"});
+  CHECK(c.verbose);
+  CHECK(c.streams == 0);
+  CHECK(contains(config_error_of([] { oa::config::read_environment(nullptr, {"device"}); }), "key 'streams'"));
+  CHECK(contains(config_error_of([] { oa::config::read_environment(nullptr, {"streams"}); }), "key 'device'"));
 }

@@ -14,6 +14,10 @@
 
 #include <oa/annotations/eigen_array.hpp>
 
+#if defined(OA_HAS_CUDA)
+#include <oa/cuda/device.hpp>
+#endif
+
 #include "bodies.hpp"
 #include "support.hpp"
 #include "user_library/vecmath_oa.hpp"
@@ -447,4 +451,48 @@ TEST_CASE("runtimes on two threads run at the same time, each on its own devices
   CHECK(first.reports().size() == 1);
   CHECK(second.reports().size() == 1);
   CHECK(&first.main_device() != &second.main_device());
+}
+
+TEST_CASE("evaluations reuse the device's engine threads: none is started per get()") {
+  for (const auto& cfg : devices()) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    std::vector<double> a(1000, 1.0), b(1000, 2.0);
+    CHECK(vecmath::oa::add(a, b).get()[0] == 3.0);  // the devices are made, their streams used once
+    const std::uint64_t before = oa::detail::engine_threads_started();
+    bool right = true;
+    for (int i = 0; i < 1000; ++i) right = right && vecmath::oa::add(a, b).get()[999] == 3.0;
+    CHECK(right);
+    CHECK(oa::detail::engine_threads_started() - before == 0);
+  }
+}
+
+TEST_CASE("a device that cannot be made: each stage fails with one error, and a caller who received it is not told again") {
+  std::string why;
+#if defined(OA_HAS_CUDA)
+  if (oa::cuda::usable_devices(&why) > 0) {
+    MESSAGE("a GPU is usable here: device 'cuda' is made, nothing to check");
+    return;
+  }
+#endif
+  oa::config c = oa_test::host_config();
+  c.device = "cuda";
+  c.host_threshold = 0;
+  oa::runtime rt(c);
+  std::vector<double> a(1000, 1.0), b(2000, 2.0);
+  bool thrown_again = false;
+  try {
+    oa::runtime::use u(rt);
+    auto x = vecmath::oa::add(a, a);
+    auto y = vecmath::oa::add(b, b);  // another length: a stage of its own, whose result nobody asks for
+    CHECK_THROWS_AS(x.get(), oa::device_unavailable);
+  } catch (const std::exception& e) {
+    thrown_again = true;
+    MESSAGE(std::string(e.what()));
+  }
+  CHECK_FALSE(thrown_again);
+  // The next evaluation fails the same way, without trying to make the device again.
+  oa::runtime::use u(rt);
+  auto z = vecmath::oa::add(a, a);
+  CHECK_THROWS_WITH_AS(z.get(), doctest::Contains("device 'cuda' cannot be used"), oa::device_unavailable);
 }

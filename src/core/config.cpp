@@ -23,6 +23,8 @@ namespace oa {
 namespace {
 
 constexpr int max_streams = 64;
+// 1 PB/s: far beyond any link, and its bytes per second are still finite.
+constexpr double max_link_gbps = 1e6;
 constexpr const char* byte_size_hint = " (use e.g. 4096, 64MiB, 1.5GiB)";
 
 [[noreturn]] void fail(const std::string& what, const std::string& message) {
@@ -67,6 +69,12 @@ std::uint64_t suffix_multiplier(std::string_view suffix) {
       {"t", ki * ki * ki * ki},
       {"tib", ki * ki * ki * ki},
       {"tb", 1000ull * 1000 * 1000 * 1000},
+      {"p", ki * ki * ki * ki * ki},
+      {"pib", ki * ki * ki * ki * ki},
+      {"pb", 1000ull * 1000 * 1000 * 1000 * 1000},
+      {"e", ki * ki * ki * ki * ki * ki},
+      {"eib", ki * ki * ki * ki * ki * ki},
+      {"eb", 1000ull * 1000 * 1000 * 1000 * 1000 * 1000},
   };
   for (const auto& u : units)
     if (u.name == suffix) return u.bytes;
@@ -104,21 +112,32 @@ void check_progress(int p, const std::string& what) {
 }
 
 void check_link_gbps(double v, const std::string& what) {
-  if (!std::isfinite(v) || v < 0) {
+  if (!std::isfinite(v) || v < 0 || v > max_link_gbps) {
     std::ostringstream shown;
     shown << v;
-    fail(what, "link bandwidth must be a finite number >= 0 (GB/s), got " + shown.str());
+    fail(what, "link bandwidth must be a number from 0 to 1e6 (GB/s; 0 = unthrottled), got " + shown.str());
   }
 }
 
+// Names are exact from every source: what the environment accepts, a file,
+// an option and the API accept too.
 void check_device(const std::string& name, const std::string& what) {
   if (name != "auto" && name != "host" && name != "emulated" && name != "cuda")
-    fail(what, "unknown device '" + name + "' (use auto, host, emulated or cuda)");
+    fail(what, "unknown device '" + name + "' (use auto, host, emulated or cuda, exactly: lower case, no spaces)");
 }
 
 void check_cuda_staging(const std::string& name, const std::string& what) {
   if (name != "register" && name != "pinned")
-    fail(what, "unknown staging '" + name + "' (use pinned or register)");
+    fail(what, "unknown staging '" + name + "' (use pinned or register, exactly: lower case, no spaces)");
+}
+
+/// OA_HOST_MATH is read once, when the library loads (oa/core/ops.hpp): it is
+/// no setting of a config, but a bad value is refused with them.
+void check_host_math_variable(const char* value) {
+  if (value == nullptr) return;
+  const std::string_view v = value;
+  if (v != "auto" && v != "eigen" && v != "avx2" && v != "avx512")
+    fail("OA_HOST_MATH", "unknown host math '" + std::string(v) + "' (use auto, eigen, avx2 or avx512)");
 }
 
 /// The file can be created or appended to: opened for append (never
@@ -240,7 +259,7 @@ struct setting {
 void no_check(const config&, const std::string&) {}
 
 const setting settings[] = {
-    {"device", "OA_DEVICE", [](config& c, const std::string& t, const std::string&) { c.device = lower(trim(t)); },
+    {"device", "OA_DEVICE", [](config& c, const std::string& t, const std::string&) { c.device = t; },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.device = json_string(v, w); },
      [](const config& c, const std::string& w) { check_device(c.device, w); }},
     {"device_memory", "OA_DEVICE_MEMORY",
@@ -320,7 +339,7 @@ const setting settings[] = {
      },
      no_check},
     {"cuda_staging", "OA_CUDA_STAGING",
-     [](config& c, const std::string& t, const std::string&) { c.cuda_staging = lower(trim(t)); },
+     [](config& c, const std::string& t, const std::string&) { c.cuda_staging = t; },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.cuda_staging = json_string(v, w); },
      [](const config& c, const std::string& w) { check_cuda_staging(c.cuda_staging, w); }},
     {"progress", "OA_PROGRESS",
@@ -422,7 +441,8 @@ std::size_t parse_bytes(const std::string& text, const std::string& what) {
 namespace {
 /// Reads a JSON object's keys into a copy of `c` (type errors, unknown keys);
 /// the settings' checks are the caller's.
-config overlay_json(const config& c, const std::string& json_text, const std::string& source, config_origin* origins);
+config overlay_json(const config& c, const std::string& json_text, const std::string& source, config_origin* origins,
+                    const std::vector<std::string_view>& replaced = {});
 }  // namespace
 
 void config::merge_json(const std::string& json_text, const std::string& source, config_origin* origins) {
@@ -436,7 +456,8 @@ void config::merge_json(const std::string& json_text, const std::string& source,
 }
 
 namespace {
-config overlay_json(const config& c, const std::string& json_text, const std::string& source, config_origin* origins) {
+config overlay_json(const config& c, const std::string& json_text, const std::string& source, config_origin* origins,
+                    const std::vector<std::string_view>& replaced) {
   nlohmann::json doc;
   try {
     doc = nlohmann::json::parse(json_text);
@@ -448,6 +469,7 @@ config overlay_json(const config& c, const std::string& json_text, const std::st
   for (const auto& [key, value] : doc.items()) {
     const setting* s = find_setting(key);
     if (s == nullptr) fail(source, "unknown key '" + key + "' (known: " + known_keys() + ")");
+    if (std::find(replaced.begin(), replaced.end(), s->key) != replaced.end()) continue;
     s->from_json(next, value, source + ": key '" + key + "'");
     if (origins != nullptr) origins->set(key, source + ": key '" + key + "'");
   }
@@ -463,13 +485,15 @@ config config::from_environment(config_origin* origins) {
   return c;
 }
 
-config config::read_environment(config_origin* origins) {
+config config::read_environment(config_origin* origins, const std::vector<std::string_view>& replaced) {
+  check_host_math_variable(env("OA_HOST_MATH"));
   config c;
   config_origin origin;
   // The file's values are checked with the variables over them: a value a
   // variable replaces is not the one that runs.
-  if (const char* path = env("OA_CONFIG")) c = overlay_json(c, read_file(path), path, &origin);
+  if (const char* path = env("OA_CONFIG")) c = overlay_json(c, read_file(path), path, &origin, replaced);
   for (const auto& s : settings) {
+    if (std::find(replaced.begin(), replaced.end(), s.key) != replaced.end()) continue;
     const std::string variable(s.variable);
     if (const char* v = env(variable.c_str())) {
       s.from_text(c, v, variable);

@@ -259,10 +259,7 @@ stage cancel_failed(const stage& s, const std::vector<call_node>& nodes) {
       kept.calls.push_back(c);
       continue;
     }
-    n.for_each_output([&](const value_ptr& v) {
-      v->status = value_status::failed;
-      v->error = err;
-    });
+    n.for_each_output([&](const value_ptr& v) { v->fail(err); });
   }
   return kept;
 }
@@ -557,10 +554,7 @@ value_ptr value_of(const stage& s, const std::vector<call_node>& nodes, const va
 
 void fail_stage(const stage& s, const std::vector<call_node>& nodes, std::exception_ptr e) {
   for (int c : s.calls)
-    nodes[static_cast<std::size_t>(c)].for_each_output([&](const value_ptr& v) {
-      v->status = value_status::failed;
-      v->error = e;
-    });
+    nodes[static_cast<std::size_t>(c)].for_each_output([&](const value_ptr& v) { v->fail(e); });
 }
 
 stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
@@ -886,10 +880,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
       // computed, as a plain program computes what comes before or beside
       // a statement that throws.
       const call_node& bad = nodes[static_cast<std::size_t>(s.calls[*culprit])];
-      bad.for_each_output([&](const value_ptr& v) {
-        v->status = value_status::failed;
-        v->error = error;
-      });
+      bad.for_each_output([&](const value_ptr& v) { v->fail(error); });
       stage rest = s;
       rest.calls.erase(rest.calls.begin() + static_cast<std::ptrdiff_t>(*culprit));
       stage_report again = run_stage(rest, nodes, needed_on_host, dev, host, opt);

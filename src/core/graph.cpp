@@ -59,10 +59,7 @@ value_ptr graph::bind_user_evaluated(void* object, const value_ops* ops, const s
   }
   evaluate(*this);
   value_ptr v = bind_user(object, ops, s, std::move(label));
-  if (pending && pending->status == value_status::failed) {
-    v->status = value_status::failed;
-    v->error = pending->error;
-  }
+  if (pending && pending->status == value_status::failed) v->fail(pending->error);
   return v;
 }
 

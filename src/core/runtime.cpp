@@ -40,6 +40,10 @@ struct runtime_state {
   /// The devices, made from the configuration at first use: today the one
   /// config.device names; the scheduler offers stages to the first.
   std::vector<device_entry> devices;
+  // Why the configured device could not be made: every later stage (and
+  // evaluation) fails with this one error, until the configuration changes,
+  // so that a caller who received it is not told of it again by each stage.
+  std::exception_ptr device_error;
   std::unique_ptr<device> host;
   run_log log;
   bool announced = false;
@@ -194,10 +198,16 @@ device& host_locked(runtime_state& s) {
 
 device& device_locked(runtime_state& s) {
   if (s.devices.empty()) {
+    if (s.device_error) std::rethrow_exception(s.device_error);
     const config& c = config_locked(s);
     std::string note;
     runtime_state::device_entry e;
-    e.dev = make_device(c, s.origin, note);
+    try {
+      e.dev = make_device(c, s.origin, note);
+    } catch (...) {
+      s.device_error = std::current_exception();
+      throw;
+    }
     e.resident = std::make_unique<detail::residency>(*e.dev);
     s.devices.push_back(std::move(e));
     if (c.verbose && !s.announced) {
@@ -215,7 +225,7 @@ bool progress_wanted(const config& c) {
 
 }  // namespace
 
-const config& current_config() { return runtime::current().configuration(); }
+config current_config() { return runtime::current().configuration(); }
 
 void set_config(const config& c) { set_config(c, config_origin("set_config")); }
 
@@ -261,7 +271,7 @@ runtime& runtime::current() {
   return *use::innermost();
 }
 
-const config& runtime::configuration() const {
+config runtime::configuration() const {
   std::lock_guard lock(state_->mutex);
   return config_locked(*state_);
 }
@@ -277,6 +287,7 @@ void runtime::configure(const config& c, const config_origin& origin) {
   state_->configured = true;
   state_->publish_hook_settings();
   state_->devices.clear();
+  state_->device_error = nullptr;
 }
 
 std::vector<device*> runtime::devices() {

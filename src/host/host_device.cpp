@@ -1,10 +1,12 @@
 // The host device: the real CPU. Each stream is one worker thread running its
-// ops in order, so K streams give K-way parallelism. Memory is plain host
+// ops in order, so K streams give K-way parallelism; workers outlive their
+// streams and serve the next ones, for the device's life. Memory is plain host
 // memory, never capped; the budget it reports is a planning target.
 
 #include <cstdint>
 #include <map>
 #include <thread>
+#include <vector>
 
 #include "host/stream_worker.hpp"
 #include "oa/core/error.hpp"
@@ -30,7 +32,10 @@ class host_device final : public stream_device {
         budget_(opt.memory_budget ? opt.memory_budget : cache_bytes_per_stream * static_cast<std::size_t>(streams_)),
         memory_("host", 64, 1, SIZE_MAX) {}
 
-  ~host_device() override { workers_.clear(); }  // each drains its queue, then joins
+  ~host_device() override {  // each worker drains its queue, then joins
+    workers_.clear();
+    idle_.clear();
+  }
 
   device_kind kind() const noexcept override { return device_kind::host; }
   std::string name() const override { return "host"; }
@@ -74,15 +79,34 @@ class host_device final : public stream_device {
   }
 
   void enqueue(op o) override { workers_.at(o.stream->id)->push(std::move(o)); }
+  // A stream takes an idle worker, or starts one; a destroyed stream's worker
+  // (its queue drained: destroy_stream waited for its work) goes back idle, so
+  // evaluations reuse the device's threads instead of starting their own.
   void stream_added(stream_id s) override {
-    workers_.emplace(s, std::make_unique<fifo_engine>([this](op& o) { execute(o); }));
+    std::unique_ptr<fifo_engine> w;
+    if (!idle_.empty()) {
+      w = std::move(idle_.back());
+      idle_.pop_back();
+    } else {
+      w = std::make_unique<fifo_engine>([this](op& o) { execute(o); });
+    }
+    workers_.emplace(s, std::move(w));  // if this throws, the worker stops: nothing was queued on it
   }
-  void stream_removed(stream_id s) noexcept override { workers_.erase(s); }
+  void stream_removed(stream_id s) noexcept override {
+    auto it = workers_.find(s);
+    if (it == workers_.end()) return;
+    try {
+      idle_.push_back(std::move(it->second));
+    } catch (...) {  // no room to keep it: the worker stops (its queue is empty)
+    }
+    workers_.erase(it);
+  }
 
   const int streams_;
   const std::size_t budget_;
   host_memory_stack memory_;
   std::map<stream_id, std::unique_ptr<fifo_engine>> workers_;  // under the submission lock
+  std::vector<std::unique_ptr<fifo_engine>> idle_;             // workers of destroyed streams, ditto
 };
 
 }  // namespace

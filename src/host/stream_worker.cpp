@@ -101,7 +101,15 @@ void sleep_until_deadline(std::chrono::steady_clock::time_point t) {
 
 // --- fifo_engine ------------------------------------------------------------
 
-fifo_engine::fifo_engine(std::function<void(op&)> run) : run_(std::move(run)), thread_([this] { loop(); }) {}
+namespace {
+std::atomic<std::uint64_t> threads_started{0};
+}
+
+std::uint64_t engine_threads_started() noexcept { return threads_started.load(std::memory_order_relaxed); }
+
+fifo_engine::fifo_engine(std::function<void(op&)> run) : run_(std::move(run)), thread_([this] { loop(); }) {
+  threads_started.fetch_add(1, std::memory_order_relaxed);
+}
 
 fifo_engine::~fifo_engine() {
   {

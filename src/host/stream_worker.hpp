@@ -9,7 +9,10 @@
 // events the stream waited on since. Dependencies are always submitted before
 // the operation, and every engine runs its queue in submission order, so the
 // earliest unfinished operation can always run: no deadlock, however
-// operations are routed to engines.
+// operations are routed to engines. Engines live as long as their device: a
+// device may hand a destroyed stream's engine (its queue drained) to a new
+// stream, whose operations are all submitted later, so its queue stays in
+// submission order.
 
 #include <atomic>
 #include <chrono>

@@ -14,6 +14,8 @@ namespace oa {
 
 class config_origin;
 
+// Names (device, cuda_staging) are exact from every source: lower case, no
+// spaces around them ("Emulated" and " emulated" are refused, naming the source).
 struct config {
   std::string device = "auto";          // OA_DEVICE: auto, host, emulated, cuda
   std::size_t device_memory = 0;        // OA_DEVICE_MEMORY: bytes; 0 = device default
@@ -22,7 +24,7 @@ struct config {
   std::size_t host_threshold = std::size_t{1} << 20;  // OA_HOST_THRESHOLD: stages whose data is smaller run on the host device
   std::string report;                   // OA_REPORT: JSON run report written at exit
   std::string trace;                    // OA_TRACE: Chrome/Perfetto trace written at exit
-  double link_gbps = 0;                 // OA_LINK_GBPS: emulated link, GB/s (1e9 bytes/s) per direction; 0 = unthrottled
+  double link_gbps = 0;                 // OA_LINK_GBPS: emulated link, GB/s (1e9 bytes/s) per direction, at most 1e6; 0 = unthrottled
   std::uint64_t fail_launch = 0;        // OA_FAIL_LAUNCH: emulated fault injection, Nth launch fails
   std::uint64_t fail_copy = 0;          // OA_FAIL_COPY: emulated fault injection, Nth copy fails
   bool fail_sticky = false;             // OA_FAIL_STICKY: the injected fault breaks the emulated device for good
@@ -57,9 +59,12 @@ struct config {
   /// then validated; `origins`, when given, learns where each setting came from.
   static config from_environment(config_origin* origins = nullptr);
   /// The same without the final check, for a program whose own options
-  /// override some settings before it validates the result: a value that an
-  /// option replaces is never checked.
-  static config read_environment(config_origin* origins = nullptr);
+  /// override some settings before it validates the result. The settings
+  /// named in `replaced` (keys, as config_keys() names them) are not read
+  /// from the file or the variables at all: a value an option replaces is
+  /// never checked, however malformed.
+  static config read_environment(config_origin* origins = nullptr,
+                                 const std::vector<std::string_view>& replaced = {});
   /// Overlays the keys of a JSON object (same names as the fields above),
   /// each checked as validate() does; errors name `source` and the key.
   void merge_json(const std::string& json_text, const std::string& source, config_origin* origins = nullptr);
@@ -96,8 +101,9 @@ std::vector<std::string_view> config_keys();
 /// The environment variable of a key ("streams" -> "OA_STREAMS").
 std::string_view config_variable(std::string_view key);
 
-/// Parses "64MiB", "1.5 GiB", "4096", "2GB" (decimal) into bytes; throws
-/// oa::config_error naming `what` on a malformed value.
+/// Parses "64MiB", "1.5 GiB", "4096", "2GB" (decimal) into bytes (suffixes
+/// up to EiB / EB); throws oa::config_error naming `what` on a malformed value
+/// or one too large for size_t.
 std::size_t parse_bytes(const std::string& text, const std::string& what);
 
 }  // namespace oa

@@ -58,13 +58,21 @@ struct value_state {
   void* object = nullptr;       // host object: owned, or the caller's
   std::shared_ptr<const void> state;  // unsplit state (split types with state), fixed when recorded
   bool user_storage = false;    // `object` is the caller's: always written back
-  value_status status = value_status::ready;
+  // Published by the evaluating thread after the value (or `error`) is in
+  // place, and read (acquire) by get() on any thread: whoever sees ready or
+  // failed sees what the evaluation wrote. Set `error` before `failed`.
+  std::atomic<value_status> status{value_status::ready};
   std::exception_ptr error;
   int producer = -1;            // index of the producing node in the pending graph
   std::atomic<int> handles{0};  // lazy<> handles alive: a held value is materialized
   std::weak_ptr<graph> owner;
 
-  bool pending() const noexcept { return status == value_status::pending; }
+  bool pending() const noexcept { return status.load(std::memory_order_acquire) == value_status::pending; }
+  /// Fails the value with `e`: the error first, then the status that publishes it.
+  void fail(std::exception_ptr e) noexcept {
+    error = std::move(e);
+    status.store(value_status::failed, std::memory_order_release);
+  }
 };
 using value_ptr = std::shared_ptr<value_state>;
 

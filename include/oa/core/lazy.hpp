@@ -50,8 +50,10 @@ class lazy {
   /// Rethrows the error of the call that produced it, or of a call it depends on.
   const T& get() const {
     if (!v_) throw error("oa::lazy::get: empty handle (default-constructed or moved from)");
+    // Acquire: the value and its error, written by whichever thread
+    // evaluated it, are visible once the status says it is done.
     if (v_->pending()) detail::evaluate_owner(*v_);
-    if (v_->status == detail::value_status::failed) {
+    if (v_->status.load(std::memory_order_acquire) == detail::value_status::failed) {
       detail::note_delivered(*v_);
       std::rethrow_exception(v_->error);
     }
@@ -73,7 +75,9 @@ class lazy {
   }
 
   bool valid() const noexcept { return v_ != nullptr; }
-  bool ready() const noexcept { return v_ && v_->status == detail::value_status::ready; }
+  bool ready() const noexcept {
+    return v_ && v_->status.load(std::memory_order_acquire) == detail::value_status::ready;
+  }
   const detail::value_ptr& state() const noexcept { return v_; }
 
  private:

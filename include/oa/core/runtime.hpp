@@ -2,6 +2,7 @@
 // Runtimes: each owns a configuration, its devices and the log of what ran;
 // each thread records its calls in a graph of its current runtime.
 
+#include <cstdint>
 #include <exception>
 #include <memory>
 #include <string>
@@ -47,7 +48,8 @@ class runtime {
   /// The calling thread's current runtime: the innermost use, else the default.
   static runtime& current();
 
-  const config& configuration() const;
+  /// A copy of the configuration (another thread may replace it meanwhile).
+  config configuration() const;
   /// Replaces the configuration; devices are made again at next use. This
   /// thread's pending calls for this runtime run first, under the old one.
   void configure(const config& c, const config_origin& origin = config_origin("oa::runtime::configure"));
@@ -107,9 +109,10 @@ class scope {
   int uncaught_ = std::uncaught_exceptions();
 };
 
-/// The current runtime's configuration (the default runtime's: from
-/// OA_CONFIG and OA_* at first use).
-const config& current_config();
+/// A copy of the current runtime's configuration (the default runtime's:
+/// from OA_CONFIG and OA_* at first use), taken under the runtime's lock, so
+/// that a set_config on another thread never changes it while it is read.
+config current_config();
 /// Replaces the configuration; devices are re-created on next use. Pending
 /// calls are evaluated first, under the old configuration. The whole config
 /// is validated first: oa::config_error names the bad setting as
@@ -155,6 +158,9 @@ bool offload_gemv_wanted(double matrix_coefficients);
 bool offload_elements_wanted(std::uint64_t coefficients, bool reduction);
 /// Records a call an Eigen hook left to Eigen, and why, for the report.
 void note_not_offloaded(const std::string& op, const std::string& reason, const std::string& dims);
+/// Engine threads (host and emulated devices) started so far in this
+/// process. A device keeps its threads for its life: evaluations reuse them.
+std::uint64_t engine_threads_started() noexcept;
 /// Marks the calling thread as running engine work while it lives.
 class engine_thread_scope {
  public:
