@@ -13,8 +13,8 @@
 #   bench/gpu_check.sh --phase gemm       out-of-core GEMM against cuBLAS, cuBLASXt and NVBLAS
 #   bench/gpu_check.sh --summary DIR      only the summary of results folder D (no GPU needed)
 # Options of the phases: --build DIR (default build/gpu), --time-limit S (a phase stops starting steps that
-# would not end within S seconds of its start; default 540 for build-test and
-# bench, none for all), --workloads LIST and --sizes LIST (bench: e.g.
+# would not end within S seconds of its start; default 540 for each phase
+# alone, none for all), --workloads LIST and --sizes LIST (bench: e.g.
 # --workloads haversine --sizes 4,8 to finish a sweep another call cut short).
 #
 # Each phase fits one 10-minute command of a GPU node (16 cores). Measured on
