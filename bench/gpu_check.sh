@@ -1,23 +1,33 @@
 #!/usr/bin/env bash
-# The one script to run on a GPU machine: builds oa with CUDA, runs every
+# The one script to run on a GPU machine: measures what host staging can do
+# on this node (bench/staging_probe.cu), builds oa with CUDA, runs every
 # test, the GPU tests under compute-sanitizer (memcheck, racecheck), measures
 # the copy bandwidths, benchmarks the paging workloads on the GPU at data 1/4x
 # to 8x a 4 GiB budget, and writes a summary. It runs offline: the libraries
 # come from the bundle of bench/bundle_deps.sh (.deps/) when there is one.
 #
-#   bench/gpu_check.sh                    every phase, one after the other
+#   bench/gpu_check.sh                    every phase, one after the other (probe first)
+#   bench/gpu_check.sh --phase probe      the staging probe alone: nvcc compiles one file, no oa build
 #   bench/gpu_check.sh --phase build-test deps, configure, build, tests, compute-sanitizer
 #   bench/gpu_check.sh --phase bench      bandwidth and paging benchmarks (builds oa-bench first if needed)
 #   bench/gpu_check.sh --phase gemm       out-of-core GEMM against cuBLAS, cuBLASXt and NVBLAS
 #   bench/gpu_check.sh --summary DIR      only the summary of results folder D (no GPU needed)
 # Options of the phases: --build DIR (default build/gpu), --time-limit S (a phase stops starting steps that
-# would not end within S seconds of its start; default 540 for build-test and
-# bench, none for all), --workloads LIST and --sizes LIST (bench: e.g.
+# would not end within S seconds of its start; default 540 for each phase
+# alone, none for all), --workloads LIST and --sizes LIST (bench: e.g.
 # --workloads haversine --sizes 4,8 to finish a sweep another call cut short).
 #
 # Each phase fits one 10-minute command of a GPU node (16 cores). Measured on
 # an H100 node (bench/results/2026-11-23-h100; summary.txt lists each step's
 # seconds):
+#   probe       (not yet timed on a node) nvcc of bench/staging_probe.cu, 15 s
+#               on 2 cores; the probe stops starting measurements after 360 s
+#               (or the phase's time left) and writes staging_probe.json: the
+#               machine, host memcpy and first-touch rates, pinning costs,
+#               pinned and pageable DMA rates and latencies, host functions'
+#               concurrency, stream memory operations, staging through a ring
+#               of pinned slots by 1-8 host threads, cuBLAS GEMM rates alone
+#               and beside a DMA loop.
 #   build-test  configure 8 s, build 53 s, tests 15 s, memcheck of test_cuda
 #               25 s, racecheck of test_cuda without its cuBLAS cases (racecheck
 #               looks for shared-memory races in kernels: cuBLAS's are not
@@ -39,10 +49,11 @@
 # none still runs; the GPU steps are listed as not run (no GPU).
 #
 # Results go to $OUT when set, else bench/results/<date>-<gpu>/, as at most
-# seven files: summary.txt (steps with status and seconds, the benchmark
-# table), gpu_check.log (the console), bench.jsonl, bench_staging_register.jsonl,
-# bandwidth.jsonl, logs-<phase>.tar.gz (raw logs: ctest, sanitizers, each
-# step's output). A failing step is recorded and the next one runs anyway.
+# eight files: summary.txt (steps with status and seconds, the benchmark
+# table), gpu_check.log (the console), staging_probe.json, bench.jsonl,
+# bench_staging_register.jsonl, bench_stl.jsonl, bandwidth.jsonl,
+# logs-<phase>.tar.gz (raw logs: ctest, sanitizers, each step's output). A
+# failing step is recorded and the next one runs anyway.
 # Exit status: 0 every step passed; 1 a step failed or did not fit the time
 # limit; 3 no GPU here, and every step that needs none passed; 2 bad usage.
 set -euo pipefail
@@ -219,7 +230,7 @@ PY
 }
 
 usage() {
-  echo "usage: $0 [--phase all|build-test|bench|gemm] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
+  echo "usage: $0 [--phase all|probe|build-test|bench|gemm] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
     "[--sizes LIST]" >&2
   echo "       $0 --summary RESULTS_DIR" >&2
   exit 2
@@ -237,7 +248,7 @@ while (($#)); do
       exit 0
       ;;
     --phase)
-      [[ $# -ge 2 && "$2" =~ ^(all|build-test|bench|gemm)$ ]] || usage
+      [[ $# -ge 2 && "$2" =~ ^(all|probe|build-test|bench|gemm)$ ]] || usage
       phase=$2
       shift 2
       ;;
@@ -374,15 +385,54 @@ if [[ -n "${CMAKE_PREFIX_PATH:-}" ]]; then
   echo "gpu_check: CMAKE_PREFIX_PATH=$CMAKE_PREFIX_PATH"
 fi
 
-# --- configure and build (every phase: a no-op when the build is up to date) ---
-NEED=10 step "dependencies" deps bash .ci/deps.sh
-NEED=60 step "configure" configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DOA_ENABLE_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="80;90"
-if [[ $phase == bench || $phase == gemm ]]; then
-  NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench oa-bandwidth \
-    oa_example_eigen_gemm_offload
-else
-  NEED=120 step "build" build cmake --build "$build" -j "$(nproc)"
+# --- phase probe: bench/staging_probe.cu, compiled by nvcc alone (no oa build) ---
+# It writes staging_probe.json; without a GPU it is compiled, not run.
+if [[ $phase == all || $phase == probe ]]; then
+  nvcc=$(command -v nvcc || true)
+  [[ -z "$nvcc" && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
+  probe_bin=$build/staging_probe
+  mkdir -p "$build"
+  rm -f "$probe_bin"
+  if [[ -z "$nvcc" ]]; then
+    echo
+    echo "== compile staging probe"
+    echo "gpu_check: FAILED: nvcc not found (neither on PATH nor /usr/local/cuda/bin)"
+    failures+=("compile staging probe (nvcc not found)")
+    record failed - "compile staging probe (nvcc not found)"
+  else
+    # sm_80 and sm_90 as the oa build, plus PTX for newer GPUs.
+    NEED=60 step "compile staging probe" probe-compile "$nvcc" -O2 -std=c++17 \
+      -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code="[sm_90,compute_90]" \
+      bench/staging_probe.cu -o "$probe_bin" -ldl
+  fi
+  if [[ ! -x "$probe_bin" ]]; then
+    skip "staging probe" "not compiled"
+  elif [[ -n "$no_gpu" ]]; then
+    skip "staging probe" "no GPU"
+  else
+    # Its own limit: 360 s, or less when the phase's time limit leaves less.
+    probe_seconds=360
+    if ((deadline)); then
+      probe_seconds=$((deadline - SECONDS - 20))
+      ((probe_seconds > 360)) && probe_seconds=360
+      ((probe_seconds < 30)) && probe_seconds=30
+    fi
+    NEED=90 step "staging probe (at most ${probe_seconds} s)" probe "$probe_bin" --json "$dir/staging_probe.json" \
+      --max-seconds "$probe_seconds"
+  fi
+fi
+
+# --- configure and build (every phase but probe: a no-op when the build is up to date) ---
+if [[ $phase != probe ]]; then
+  NEED=10 step "dependencies" deps bash .ci/deps.sh
+  NEED=60 step "configure" configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DOA_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;90"
+  if [[ $phase == bench || $phase == gemm ]]; then
+    NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench \
+      oa-bandwidth oa_example_eigen_gemm_offload
+  else
+    NEED=120 step "build" build cmake --build "$build" -j "$(nproc)"
+  fi
 fi
 
 # --- phase build-test: every test, then the GPU tests under compute-sanitizer ---
@@ -563,7 +613,7 @@ fi
     "$SECONDS s"
   echo "status   seconds  step"
   printf '%s\n' "${step_lines[@]}"
-  [[ $phase == build-test ]] || summarize "$dir"
+  [[ $phase == build-test || $phase == probe ]] || summarize "$dir"
   echo
 } | tee -a "$dir/summary.txt"
 
