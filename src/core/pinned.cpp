@@ -217,6 +217,12 @@ pinned_backend& user_backend() {
 
 }  // namespace
 
+bool in_pinned_arena(const void* p) noexcept {
+  std::uintptr_t start = 0;
+  auto k = registry::kind::user;
+  return the_registry().find(reinterpret_cast<std::uintptr_t>(p), start, k) && k == registry::kind::arena;
+}
+
 std::unique_ptr<pinned_backend> make_host_pinned_backend(int threads) {
   return std::make_unique<host_backend>(threads);
 }

@@ -29,6 +29,9 @@ class pinned_backend {
 /// Anonymous memory, MADV_HUGEPAGE, pre-touched by `threads` threads, mlock'ed.
 std::unique_ptr<pinned_backend> make_host_pinned_backend(int threads);
 
+/// Whether p lies in an arena of some pinned_memory_resource (the registry).
+bool in_pinned_arena(const void* p) noexcept;
+
 #if defined(OA_HAS_CUDA)
 /// cudaHostAlloc / cudaHostRegister; nullptr when no GPU is usable.
 std::unique_ptr<pinned_backend> make_cuda_pinned_backend();
