@@ -315,6 +315,7 @@ struct pinned_memory_resource::state {
                              " overlaps a range given to oa::pin");
     }
     ++stats.backend_allocations;
+    stats.huge_pages = b.huge_pages();  // false once the system refused MADV_HUGEPAGE
     stats.reserved_bytes += size;
     if (locked) stats.locked_bytes += size;
     else if (stats.not_locked_reason.empty()) stats.not_locked_reason = why;
@@ -362,6 +363,9 @@ void* pinned_memory_resource::do_allocate(std::size_t bytes, std::size_t alignme
   for (auto& [base, a] : s_->arenas)
     if ((p = state::take(a, bytes, alignment))) break;
   if (!p) p = state::take(s_->grow(bytes, alignment), bytes, alignment);
+  if (!p)  // the arena was sized for the request: the backend broke its alignment
+    throw pinned_bad_alloc("oa: pinned_memory_resource: allocate: " + std::to_string(bytes) +
+                           " bytes do not fit the new arena at alignment " + std::to_string(alignment));
   s_->arena_of(p)->second.in_use += bytes;
   s_->used.emplace(p, bytes);
   s_->stats.in_use_bytes += bytes;
