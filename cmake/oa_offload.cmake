@@ -1,4 +1,5 @@
-# oa_offload(<target> [NO_PRODUCTS] [NO_CWISE] [NO_REDUCTIONS])
+# oa_offload(<target> [NO_PRODUCTS] [NO_CWISE] [NO_REDUCTIONS]
+#            [PINNED_ALLOCATIONS [PINNED_MIN <bytes>]])
 #
 # Recompiles an unmodified Eigen program so that its large dense products run
 # through oa's engine: every C++ translation unit of <target> sees the Eigen
@@ -8,6 +9,10 @@
 # NO_REDUCTIONS: sum, minCoeff, ...); thresholds and devices are run-time
 # settings (OA_OFFLOAD_GEMM_MIN, OA_OFFLOAD_ELEMENTS_MIN, OA_DEVICE, ..., see
 # README.md).
+# PINNED_ALLOCATIONS: the program's float and double matrices and arrays of
+# PINNED_MIN bytes or more (default 1 MiB) take their memory from oa's pinned
+# pool (oa::pinned_memory()): they cross the link to a GPU with no staging
+# copy (-DOA_OFFLOAD_PINNED_ALLOCATIONS=<bytes>, see oa/eigen/pinned_storage.hpp).
 #
 # It must reach every translation unit that uses Eigen, libraries of the
 # program included: a unit built without the hooks instantiates Eigen's
@@ -17,9 +22,15 @@
 # must come as compile definitions, not #defines in the sources: the hooks
 # include Eigen before the sources' first line.
 function(oa_offload target)
-  cmake_parse_arguments(OFF "NO_PRODUCTS;NO_CWISE;NO_REDUCTIONS" "" "" ${ARGN})
+  cmake_parse_arguments(OFF "NO_PRODUCTS;NO_CWISE;NO_REDUCTIONS;PINNED_ALLOCATIONS" "PINNED_MIN" "" ${ARGN})
   if(OFF_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "oa_offload(${target}): unknown arguments ${OFF_UNPARSED_ARGUMENTS}")
+  endif()
+  if(DEFINED OFF_PINNED_MIN AND NOT OFF_PINNED_ALLOCATIONS)
+    message(FATAL_ERROR "oa_offload(${target}): PINNED_MIN ${OFF_PINNED_MIN} without PINNED_ALLOCATIONS")
+  endif()
+  if(DEFINED OFF_PINNED_MIN AND NOT OFF_PINNED_MIN MATCHES "^[1-9][0-9]*$")
+    message(FATAL_ERROR "oa_offload(${target}): PINNED_MIN '${OFF_PINNED_MIN}' is not a positive number of bytes")
   endif()
   if(NOT TARGET ${target})
     message(FATAL_ERROR "oa_offload(${target}): no such target")
@@ -40,4 +51,10 @@ function(oa_offload target)
       target_compile_definitions(${target} PRIVATE OA_OFFLOAD_${_part}=0)
     endif()
   endforeach()
+  if(OFF_PINNED_ALLOCATIONS)
+    if(NOT DEFINED OFF_PINNED_MIN)
+      set(OFF_PINNED_MIN 1048576)
+    endif()
+    target_compile_definitions(${target} PRIVATE OA_OFFLOAD_PINNED_ALLOCATIONS=${OFF_PINNED_MIN})
+  endif()
 endfunction()

@@ -6,6 +6,9 @@
 // destination. Evaluated at once: an Eigen statement holds its value when it
 // ends. Leaves are borrowed from Eigen's storage for the call.
 
+// First: Eigen storage this unit frees may come from the pinned pool.
+#include "oa/eigen/pinned_storage.hpp"
+
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 

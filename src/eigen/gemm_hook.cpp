@@ -6,6 +6,9 @@
 // When the engine cannot run it, Eigen does: the engine leaves C as it was
 // on failure, and the reason goes to the report.
 
+// First: Eigen storage this unit frees may come from the pinned pool.
+#include "oa/eigen/pinned_storage.hpp"
+
 #include <string>
 
 #include "oa/core/runtime.hpp"

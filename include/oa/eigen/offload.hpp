@@ -38,6 +38,11 @@
 // -DOA_OFFLOAD_CWISE=0 assignments (NO_CWISE), -DOA_OFFLOAD_REDUCTIONS=0
 // reductions (NO_REDUCTIONS).
 //
+// - DenseStorage's allocation (oa/eigen/pinned_storage.hpp): with
+//   -DOA_OFFLOAD_PINNED_ALLOCATIONS=<bytes> (oa_offload's PINNED_ALLOCATIONS),
+//   float and double matrices and arrays of that many bytes or more live in
+//   oa's pinned pool, so that they cross the link to a GPU with no staging.
+//
 // Limits: every translation unit that uses Eigen must see this header (a unit
 // without it instantiates the same Eigen templates differently, and the
 // linker keeps one of the two); Eigen's configuration macros must be -D flags,
@@ -52,6 +57,7 @@
 #endif
 
 #include "oa/eigen/hooks.hpp"
+#include "oa/eigen/pinned_storage.hpp"
 
 namespace Eigen {
 namespace internal {
