@@ -39,8 +39,11 @@ class thread_port final : public oa::detail::staging_port {
       while (!oa::detail::reached(w.load(std::memory_order_acquire), v)) std::this_thread::yield();
     });
   }
-  void write_value(oa::stream_id s, flag_word& w, std::uint32_t v) override {
-    at(s).push([&w, v](bool) { w.store(v, std::memory_order_release); });
+  void write_value(oa::stream_id s, flag_word& w, std::uint32_t v, flag_word* failed) override {
+    at(s).push([&w, v, failed](bool stream_failed) {
+      if (failed && stream_failed) failed->store(v, std::memory_order_release);
+      w.store(v, std::memory_order_release);
+    });
   }
   void dma(const region& dst, const region& src, oa::phase, oa::stream_id s) override {
     ++dmas;

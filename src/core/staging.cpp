@@ -1,5 +1,8 @@
 #include "core/staging.hpp"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <string>
@@ -67,7 +70,7 @@ staging_engine::staging_engine(staging_port& port, std::pmr::memory_resource& pi
   const std::size_t slot_bytes = (opt.slot_bytes + slot_alignment - 1) / slot_alignment * slot_alignment;
   const std::size_t nslots = 2 * static_cast<std::size_t>(opt.slots);
   // Each word on a line of its own: a GPU writes them while threads poll others.
-  const std::size_t words = 2 * nslots;
+  const std::size_t words = 3 * nslots;
   memory_bytes_ = nslots * slot_bytes + words * 64;
   memory_ = static_cast<std::byte*>(pinned_.allocate(memory_bytes_, slot_alignment));
   std::byte* word_area = memory_ + nslots * slot_bytes;
@@ -78,15 +81,18 @@ staging_engine::staging_engine(staging_port& port, std::pmr::memory_resource& pi
     sl.data = memory_ + i * slot_bytes;
     sl.ready = next_word();
     sl.free = next_word();
+    sl.failed = next_word();
     (i < nslots / 2 ? in_ : out_).push_back(sl);
   }
   fillers_ = std::make_unique<workers>(opt.fill_threads);
   drainers_ = std::make_unique<workers>(opt.drain_threads);
+  faulters_ = std::make_unique<workers>(1);
 }
 
 staging_engine::~staging_engine() {
   // Queued fills wait for slots that only the device frees: whoever destroys
   // the engine has waited for the device's streams (or the device is lost).
+  faulters_.reset();
   drainers_.reset();
   fillers_.reset();
   pinned_.deallocate(memory_, memory_bytes_, slot_alignment);
@@ -148,7 +154,9 @@ void staging_engine::fill(const slot& sl, std::uint32_t use, region packed, regi
 }
 
 void staging_engine::drain(const slot& sl, std::uint32_t use, region host, region packed, stream_id s) {
-  const bool landed = wait_for(*sl.ready, use);
+  // A DMA that failed (or was skipped after an earlier failure of its
+  // stream) left nothing to drain: the host's bytes stay as they were.
+  const bool landed = wait_for(*sl.ready, use) && sl.failed->load(std::memory_order_acquire) != use;
   const auto t0 = std::chrono::steady_clock::now();
   if (landed) {
     if (drains_.fetch_add(1) + 1 == opt_.fail_drain)
@@ -203,8 +211,21 @@ void staging_engine::copy_in(const region& dst, const region& src, stream_id s) 
   stats_.bytes_in += src.bytes();
 }
 
+void staging_engine::prefault(const region& host) {
+  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(host.data) / page * page;
+  const auto end = reinterpret_cast<std::uintptr_t>(host.data) + (host.rows - 1) * host.pitch + host.width;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Best effort: a kernel without MADV_POPULATE_WRITE leaves the faults to the drain.
+  (void)madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);
+  const double busy = seconds_since(t0);
+  std::lock_guard lock(stats_m_);
+  stats_.prefault_seconds += busy;
+}
+
 void staging_engine::copy_out(const region& dst, const region& src, stream_id s) {
   std::lock_guard lock(m_);
+  if (dst.bytes() >= std::size_t{1} << 20) faulters_->push([this, dst] { prefault(dst); });
   for_each_piece(src, dst, [&](const region& d, const region& h) {
     slot& sl = out_[next_out_++ % out_.size()];
     const std::uint32_t use = ++sl.uses;
@@ -212,7 +233,7 @@ void staging_engine::copy_out(const region& dst, const region& src, stream_id s)
     try {
       port_.wait_value(s, *sl.free, use - 1);  // the slot's previous drain is done
       port_.dma(packed, d, phase::d2h, s);
-      port_.write_value(s, *sl.ready, use);
+      port_.write_value(s, *sl.ready, use, sl.failed);
       port_.wait_value(s, *sl.free, use);  // later work sees the host bytes
     } catch (...) {
       skip(*drainers_, sl, use);

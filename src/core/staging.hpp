@@ -11,7 +11,11 @@
 // Copy out: the stream waits until the slot's previous drain is done, DMAs
 // into it and sets `ready`; a drain thread copies the slot to the host and
 // sets `free`; the stream's later work waits for that, so whatever follows
-// the copy on the stream (an event, a synchronize) sees the host bytes.
+// the copy on the stream (an event, a synchronize) sees the host bytes. The
+// destination's pages are faulted in at submission by a thread of their own
+// (MADV_POPULATE_WRITE: no byte written, so it may race with the drain), so
+// that a drain into memory never touched before (a result made for the
+// stage) copies at the rate of touched memory, not a tenth of it.
 //
 // No host function is on the data path: the stream and the engine's threads
 // meet only through the words, which a GPU's stream memory operations wait on
@@ -57,8 +61,10 @@ class staging_port {
  public:
   /// Stream s's later work waits until `w` has reached `v`.
   virtual void wait_value(stream_id s, const flag_word& w, std::uint32_t v) = 0;
-  /// Once stream s's earlier work has run, or failed, `w` = v.
-  virtual void write_value(stream_id s, flag_word& w, std::uint32_t v) = 0;
+  /// Once stream s's earlier work has run, or failed, `w` = v; when it
+  /// failed and `failed` is given, `*failed` = v first (a device that cannot
+  /// tell leaves it: its failures are sticky, and abort() follows).
+  virtual void write_value(stream_id s, flag_word& w, std::uint32_t v, flag_word* failed = nullptr) = 0;
   /// A direct copy between pinned host memory and device memory, in stream order.
   virtual void dma(const region& dst, const region& src, phase dir, stream_id s) = 0;
   /// A fill or drain of stream s failed: its later work must fail with `e`
@@ -87,6 +93,7 @@ struct staging_stats {
   std::size_t bytes_out = 0;  // staged device-to-host
   double fill_seconds = 0;    // summed over the fill threads
   double drain_seconds = 0;
+  double prefault_seconds = 0;  // faulting destinations in, ahead of the drains
 };
 
 class staging_engine {
@@ -114,6 +121,7 @@ class staging_engine {
     std::byte* data = nullptr;
     flag_word* ready = nullptr;  // in: filled (use); out: landed (use)
     flag_word* free = nullptr;   // in: read by the DMA (use); out: drained (use)
+    flag_word* failed = nullptr; // out: the use whose DMA failed or was skipped: nothing to drain
     std::uint32_t uses = 0;      // handed out so far (under m_)
   };
   /// Threads running tasks one at a time each, taken in queue order.
@@ -141,6 +149,7 @@ class staging_engine {
   void fill(const slot& sl, std::uint32_t use, region packed, region host, stream_id s);
   void drain(const slot& sl, std::uint32_t use, region host, region packed, stream_id s);
   void skip(workers& w, const slot& sl, std::uint32_t use) noexcept;
+  void prefault(const region& host);
 
   staging_port& port_;
   std::pmr::memory_resource& pinned_;
@@ -155,7 +164,7 @@ class staging_engine {
   mutable std::mutex stats_m_;
   staging_stats stats_;
   // Last: their threads start once everything above exists, and stop first.
-  std::unique_ptr<workers> fillers_, drainers_;
+  std::unique_ptr<workers> fillers_, drainers_, faulters_;
 };
 
 }  // namespace oa::detail
