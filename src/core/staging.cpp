@@ -15,6 +15,14 @@ namespace {
 
 constexpr std::size_t slot_alignment = 4096;  // page-aligned: what DMA engines copy fastest
 
+/// Publishes `use` in `w` after the bytes a copy wrote: large memcpys use
+/// non-temporal stores, which a release store does not order on x86 (a full
+/// fence does), and a GPU reading the slot must see them.
+void publish(flag_word& w, std::uint32_t use) noexcept {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  w.store(use, std::memory_order_release);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -147,7 +155,7 @@ void staging_engine::fill(const slot& sl, std::uint32_t use, region packed, regi
       copy_region(packed, host);
   }
   const double busy = seconds_since(t0);
-  sl.ready->store(use, std::memory_order_release);
+  publish(*sl.ready, use);
   port_.host_wrote(*sl.ready);
   std::lock_guard lock(stats_m_);
   stats_.fill_seconds += busy;
@@ -166,7 +174,7 @@ void staging_engine::drain(const slot& sl, std::uint32_t use, region host, regio
       copy_region(host, packed);
   }
   const double busy = seconds_since(t0);
-  sl.free->store(use, std::memory_order_release);
+  publish(*sl.free, use);
   port_.host_wrote(*sl.free);
   std::lock_guard lock(stats_m_);
   stats_.drain_seconds += busy;
