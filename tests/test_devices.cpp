@@ -21,6 +21,7 @@
 #include "oa/core/device.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/memory.hpp"
+#include "oa/core/pinned.hpp"
 
 namespace {
 
@@ -149,7 +150,8 @@ TEST_CASE("emulated copy engines and compute engine overlap across streams") {
   o.link_bytes_per_second = 0.5e9;  // 10 MB: 20 ms per copy, long against scheduling delays
   auto dev = oa::make_emulated_device(o);
   constexpr std::size_t bytes = 10'000'000;
-  std::vector<std::byte> host_in(bytes, std::byte{1}), host_out(bytes);
+  // Pinned: each copy is one DMA of the copy engines (no staging).
+  oa::pinned_vector<std::byte> host_in(bytes, std::byte{1}), host_out(bytes);
   void* d_in = dev->allocate(bytes);
   void* d_out = dev->allocate(bytes);
   const auto a = dev->create_stream(), b = dev->create_stream(), c = dev->create_stream();
@@ -232,7 +234,7 @@ TEST_CASE("emulated link throttle holds a copy for bytes / bandwidth") {
   o.link_bytes_per_second = 1e9;
   auto dev = oa::make_emulated_device(o);
   constexpr std::size_t bytes = 8'000'000;
-  std::vector<std::byte> host(bytes, std::byte{7});
+  oa::pinned_vector<std::byte> host(bytes, std::byte{7});  // one DMA
   void* d = dev->allocate(bytes);
   const auto s = dev->create_stream();
   dev->set_recording(true);
@@ -247,6 +249,103 @@ TEST_CASE("emulated link throttle holds a copy for bytes / bandwidth") {
   CHECK(rs[0].bytes == bytes);
   CHECK(static_cast<std::byte*>(d)[bytes - 1] == std::byte{7});
   dev->deallocate(d, bytes);
+}
+
+TEST_CASE("emulated DMA takes pinned memory only: pageable copies go through the staging engine's slots") {
+  for (bool pinned_only : {true, false}) {
+    CAPTURE(pinned_only);
+    oa::emulated_options o;
+    o.pinned_only_dma = pinned_only;
+    o.staging_slot_bytes = 8192;  // two rows of 3000 bytes per piece
+    o.staging_slots = 2;
+    auto dev = oa::make_emulated_device(o);
+    const auto s = dev->create_stream(), t = dev->create_stream();
+    constexpr std::size_t rows = 9, width = 3000, pitch = 3100;
+    std::vector<std::byte> host(rows * pitch), back(rows * pitch, std::byte{0xAB});
+    for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<std::byte>(i * 7);
+    oa::pinned_vector<std::byte> pinned_back(rows * width);
+    void* d = dev->allocate(rows * width);
+    const oa::region dev_r{static_cast<std::byte*>(d), width, rows, width};
+    dev->set_recording(true);
+    dev->copy_to_device_async(dev_r, {host.data(), width, rows, pitch}, s);
+    dev->copy_to_host_async({back.data(), width, rows, pitch}, dev_r, s);
+    dev->wait_event(t, dev->record_event(s));
+    dev->copy_to_host_async({pinned_back.data(), width, rows, width}, dev_r, t);  // direct
+    dev->synchronize(s);
+    dev->synchronize(t);
+    for (std::size_t r = 0; r < rows; ++r) {
+      CHECK(std::memcmp(back.data() + r * pitch, host.data() + r * pitch, width) == 0);
+      CHECK(std::memcmp(pinned_back.data() + r * width, host.data() + r * pitch, width) == 0);
+      CHECK(back[r * pitch + width] == std::byte{0xAB});  // the pitch's gap untouched
+    }
+    // Staged: a DMA per slot-sized piece (two rows), each direction.
+    const auto rs = dev->take_records();
+    const auto copies = [&](oa::phase p) { return std::count_if(rs.begin(), rs.end(), [&](auto& r) { return r.what == p; }); };
+    CHECK(copies(oa::phase::h2d) == (pinned_only ? 5 : 1));
+    CHECK(copies(oa::phase::d2h) == (pinned_only ? 6 : 2));
+    dev->deallocate(d, rows * width);
+  }
+}
+
+TEST_CASE("emulated staging faults: a failed fill or drain is the stream's error, the host's bytes untouched") {
+  for (bool fill : {true, false}) {
+    CAPTURE(fill);
+    oa::emulated_options o;
+    (fill ? o.fail_fill : o.fail_drain) = 1;
+    auto dev = oa::make_emulated_device(o);
+    const auto s = dev->create_stream();
+    std::vector<std::byte> host(4096, std::byte{5}), back(4096, std::byte{0xAB});
+    oa::pinned_vector<std::byte> seed(4096, std::byte{9});
+    void* d = dev->allocate(4096);
+    dev->copy_to_device_async(whole(d, 4096), whole(seed.data(), 4096), s);  // direct
+    dev->synchronize(s);
+    dev->copy_to_device_async(whole(d, 4096), whole(host.data(), 4096), s);  // fill #1
+    dev->copy_to_host_async(whole(back.data(), 4096), whole(d, 4096), s);    // drain #1
+    CHECK_THROWS_WITH_AS(dev->synchronize(s), doctest::Contains(fill ? "fault in fill #1" : "fault in drain #1"),
+                         oa::device_fault);
+    CHECK(std::all_of(back.begin(), back.end(), [](std::byte b) { return b == std::byte{0xAB}; }));
+    if (fill) CHECK(static_cast<std::byte*>(d)[0] == std::byte{9});  // the failed fill's DMA did not run
+    // The stream works again after synchronize took the error.
+    dev->copy_to_device_async(whole(d, 4096), whole(host.data(), 4096), s);
+    dev->copy_to_host_async(whole(back.data(), 4096), whole(d, 4096), s);
+    dev->synchronize(s);
+    CHECK(back[4095] == std::byte{5});
+    dev->deallocate(d, 4096);
+  }
+}
+
+TEST_CASE("emulated link: a rate both directions share, and a latency per copy") {
+  // 4 MB each way at 1 GB/s per direction: 4 ms at once without a shared
+  // cap, 8 ms with a shared 1 GB/s; a 10 ms latency adds to each copy.
+  struct link_case {
+    double shared, latency, least, most;
+  };
+  for (const link_case c : {link_case{0, 0, 0.004, 0.0075}, link_case{1e9, 0, 0.008, 0.02},
+                            link_case{0, 0.010, 0.014, 0.03}}) {
+    CAPTURE(c.shared);
+    CAPTURE(c.latency);
+    oa::emulated_options o;
+    o.link_bytes_per_second = 1e9;
+    o.link_shared_bytes_per_second = c.shared;
+    o.link_latency_seconds = c.latency;
+    auto dev = oa::make_emulated_device(o);
+    constexpr std::size_t bytes = 4'000'000;
+    oa::pinned_vector<std::byte> in(bytes, std::byte{1}), out(bytes);
+    void* a = dev->allocate(bytes);
+    void* b = dev->allocate(bytes);
+    const auto s = dev->create_stream(), t = dev->create_stream();
+    CHECK(in_some_attempt([&] {
+      const auto t0 = std::chrono::steady_clock::now();
+      dev->copy_to_device_async(whole(a, bytes), whole(in.data(), bytes), s);
+      dev->copy_to_host_async(whole(out.data(), bytes), whole(b, bytes), t);
+      dev->wait_idle();
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (wall < c.least || wall > c.most) MESSAGE("wall " << wall << " s");
+      return wall >= c.least && wall <= c.most;
+    }));
+    dev->deallocate(a, bytes);
+    dev->deallocate(b, bytes);
+  }
 }
 
 TEST_CASE("emulated memory is capped exactly at the budget") {

@@ -1,10 +1,15 @@
 // The CUDA device. Stream-ordered like every oa device; what is particular:
 // - memory comes from the GPU's stream-ordered pool, kept (release threshold
 //   at its maximum) so chunks and evaluations reuse it, under the budget;
-// - the user's pageable data moves through a pinned staging buffer per
-//   stream: host functions on the stream fill it before the DMA (copy in) and
-//   drain it after (copy out), with host threads copying in parallel; memory
-//   that is already pinned or registered is copied directly;
+// - the user's pageable data moves through the staging engine
+//   (src/core/staging.hpp), the host code the emulated device runs too: a
+//   ring of pinned slots per direction filled and drained by its threads
+//   ahead of the streams, each DMA waiting for its fill through a stream
+//   memory operation (cuStreamWaitValue32, from the driver's entry points:
+//   nothing links libcuda). Where the driver has no stream memory operations,
+//   host functions on the stream fill a buffer per stream before the DMA and
+//   drain it after. Memory that is pinned (oa's pool, registered, or the
+//   caller's cudaHostAlloc) is copied directly;
 // - launches are the stage kernels the engine generates, compiled once per
 //   source with NVRTC for this GPU and cached, or entries that enqueue their
 //   own work (cuBLAS with a handle per stream, kernels built with nvcc);
@@ -12,6 +17,7 @@
 
 #include "oa/cuda/device.hpp"
 
+#include <cuda.h>
 #include <nvtx3/nvToolsExt.h>
 #include <nvtx3/nvToolsExtCudaRt.h>
 
@@ -23,8 +29,10 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/staging.hpp"
 #include "cuda/copy_pool.hpp"
 #include "cuda/nvrtc_compiler.hpp"
+#include "oa/core/pinned.hpp"
 #include "oa/cuda/error.hpp"
 
 namespace oa::cuda {
@@ -127,6 +135,7 @@ class event_pool {
 
 struct cuda_event final : event_state {
   cudaEvent_t e = nullptr;
+  stream_id stream = -1;  // where it was recorded: a fill or drain of that stream may have failed
   std::shared_ptr<event_pool> pool;
   ~cuda_event() override { pool->give(e); }
 };
@@ -136,6 +145,36 @@ struct stream_state {
   std::byte* pinned = nullptr;
   cublasHandle_t blas = nullptr;
   bool in_use = false;
+  std::exception_ptr host_error;  // a failed fill or drain, until synchronize reports it
+};
+
+/// The driver's stream memory operations, through cudart's entry points so
+/// that nothing links libcuda; null where the driver lacks them.
+struct stream_memops {
+  using value32_fn = CUresult(CUDAAPI*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+  value32_fn wait = nullptr;
+  value32_fn write = nullptr;
+
+  static stream_memops load() {
+    stream_memops m;
+    m.wait = reinterpret_cast<value32_fn>(symbol("cuStreamWaitValue32"));
+    m.write = reinterpret_cast<value32_fn>(symbol("cuStreamWriteValue32"));
+    if (!m.wait || !m.write) m = {};
+    return m;
+  }
+  bool usable() const noexcept { return wait && write; }
+
+ private:
+  static void* symbol(const char* name) {
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) != cudaSuccess ||
+        found != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return fn;
+  }
 };
 
 struct timed_op {
@@ -157,12 +196,17 @@ struct staging_task {
   }
 };
 
-class cuda_device final : public device {
+/// Host threads copying between pageable memory and pinned staging.
+int copy_threads(const options& opt) {
+  return opt.copy_threads > 0 ? opt.copy_threads
+                              : static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u));
+}
+
+class cuda_device final : public device, private oa::detail::staging_port {
  public:
   explicit cuda_device(const options& opt)
       : opt_(opt),
-        pool_(opt.copy_threads > 0 ? opt.copy_threads
-                                   : static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u))),
+        pool_(copy_threads(opt)),
         epoch_host_(std::chrono::steady_clock::now()) {
     OA_CUDA_TRY(cudaSetDevice(opt.ordinal));
     OA_CUDA_TRY(cudaGetDeviceProperties(&props_, opt.ordinal));
@@ -187,9 +231,16 @@ class cuda_device final : public device {
 
   ~cuda_device() override {
     // This device's own streams, not the whole GPU: other users of the GPU
-    // in the process (another runtime's device) keep running.
+    // in the process (another runtime's device) keep running. A stream that
+    // failed for good sets no word again: the staging engine stops waiting.
+    bool lost = false;
     for (auto& s : streams_)
-      if (s.stream) OA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(s.stream));
+      if (s.stream && cudaStreamSynchronize(s.stream) != cudaSuccess) lost = true;
+    if (staging_) {
+      if (lost) staging_->abort();
+      staging_.reset();
+    }
+    (void)cudaGetLastError();
     OA_CUDA_TRY_NOTHROW(cudaStreamSynchronize(alloc_stream_));
     for (auto& op : ops_) release(op);
     for (auto& [p, bytes] : allocations_) OA_CUDA_TRY_NOTHROW(cudaFreeAsync(p, alloc_stream_));
@@ -340,8 +391,9 @@ class cuda_device final : public device {
     check_shapes("copy_to_device_async", dst, src);
     const cudaStream_t cs = native(s, "copy_to_device_async");
     nvtx_range range("oa h2d");
-    if (pinned(src.data))
+    if (pinned(src))
       return timed(phase::h2d, s, cs, src.bytes(), {}, [&] { dma(dst, src, cudaMemcpyHostToDevice, cs); });
+    if (memops_.usable()) return staging().copy_in(dst, src, s);
     // Pageable: a host function fills the stream's staging buffer, then the
     // DMA; only the DMA is timed as a copy.
     std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
@@ -356,8 +408,9 @@ class cuda_device final : public device {
     check_shapes("copy_to_host_async", dst, src);
     const cudaStream_t cs = native(s, "copy_to_host_async");
     nvtx_range range("oa d2h");
-    if (pinned(dst.data))
+    if (pinned(dst))
       return timed(phase::d2h, s, cs, src.bytes(), {}, [&] { dma(dst, src, cudaMemcpyDeviceToHost, cs); });
+    if (memops_.usable()) return staging().copy_out(dst, src, s);
     std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
     for_each_piece(src, dst, [&](const region& d, const region& h) {
       const region packed = h.packed_at(staging);
@@ -392,6 +445,7 @@ class cuda_device final : public device {
   event record_event(stream_id s) override {
     const cudaStream_t cs = native(s, "record_event");
     auto e = std::make_shared<cuda_event>();
+    e->stream = s;
     e->pool = sync_events_;
     e->e = sync_events_->take();
     OA_CUDA_TRY(cudaEventRecord(e->e, cs));
@@ -404,16 +458,25 @@ class cuda_device final : public device {
   }
 
   std::exception_ptr synchronize_event(const event& e) override {
-    const cudaError_t r = cudaEventSynchronize(as_cuda(e, "synchronize_event")->e);
-    if (r == cudaSuccess) return nullptr;
+    const cuda_event* ce = as_cuda(e, "synchronize_event");
+    const cudaError_t r = cudaEventSynchronize(ce->e);
+    if (r == cudaSuccess) return host_error(ce->stream, false);
     try {
       throw_cuda(r, "cudaEventSynchronize", __FILE__, __LINE__);
+    } catch (const cuda_fault&) {
+      lost();
+      return std::current_exception();
     } catch (...) {
       return std::current_exception();
     }
   }
 
-  void synchronize(stream_id s) override { OA_CUDA_TRY(cudaStreamSynchronize(native(s, "synchronize"))); }
+  void synchronize(stream_id s) override {
+    const cudaError_t r = cudaStreamSynchronize(native(s, "synchronize"));
+    if (r != cudaSuccess && is_sticky(r)) lost();
+    OA_CUDA_TRY(r);
+    if (std::exception_ptr e = host_error(s, true)) std::rethrow_exception(e);
+  }
 
   void wait_idle() override {
     std::vector<cudaStream_t> all;
@@ -441,7 +504,7 @@ class cuda_device final : public device {
   // at pinned speed, with no staging memcpy; memory the caller pinned stays
   // as it is. When pinning fails, copies go through the staging buffers.
   void host_memory_use(const void* p, std::size_t bytes) noexcept override {
-    if (!opt_.register_host_memory || !p || bytes == 0 || pinned(p)) return;
+    if (!opt_.register_host_memory || !p || bytes == 0 || pinned(region{static_cast<std::byte*>(const_cast<void*>(p)), bytes, 1, bytes})) return;
     if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault) != cudaSuccess) {
       (void)cudaGetLastError();
       return;
@@ -487,13 +550,76 @@ class cuda_device final : public device {
                                  " bytes copied to one of " + std::to_string(dst.rows) + " x " + std::to_string(dst.width));
   }
 
-  static bool pinned(const void* p) {
+  // oa's pool or registered memory, else whatever the caller pinned with CUDA.
+  static bool pinned(const region& r) {
+    const std::size_t span = r.rows == 0 || r.width == 0 ? 0 : (r.rows - 1) * r.pitch + r.width;
+    if (is_pinned(r.data, span)) return true;
     cudaPointerAttributes a{};
-    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    if (cudaPointerGetAttributes(&a, r.data) != cudaSuccess) {
       (void)cudaGetLastError();
       return false;
     }
     return a.type == cudaMemoryTypeHost;
+  }
+
+  // ---- the staging engine's view of the streams ----------------------------------
+  oa::detail::staging_engine& staging() {
+    std::lock_guard lock(staging_mutex_);
+    if (!staging_) {
+      oa::detail::staging_options so;
+      so.slot_bytes = opt_.staging_bytes;
+      so.fill_threads = so.drain_threads = copy_threads(opt_);
+      staging_ = std::make_unique<oa::detail::staging_engine>(static_cast<staging_port&>(*this), pinned_memory(), so);
+    }
+    return *staging_;
+  }
+
+  CUdeviceptr word_address(const oa::detail::flag_word& w) {
+    void* d = nullptr;
+    OA_CUDA_TRY(cudaHostGetDevicePointer(&d, const_cast<oa::detail::flag_word*>(&w), 0));
+    return reinterpret_cast<CUdeviceptr>(d);
+  }
+
+  void check_memop(CUresult r, const char* call) {
+    if (r == CUDA_SUCCESS) return;
+    throw cuda_error(std::string("oa: ") + call + " failed: CUresult " + std::to_string(static_cast<int>(r)),
+                     static_cast<int>(r));
+  }
+
+  void wait_value(stream_id s, const oa::detail::flag_word& w, std::uint32_t v) override {
+    const auto cs = reinterpret_cast<CUstream>(native(s, "wait_value"));
+    check_memop(memops_.wait(cs, word_address(w), v, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue32");
+  }
+  // A CUDA stream stops at a failure for good: `failed` stays, and the
+  // device aborts the staging engine when it sees the failure.
+  void write_value(stream_id s, oa::detail::flag_word& w, std::uint32_t v, oa::detail::flag_word*) override {
+    const auto cs = reinterpret_cast<CUstream>(native(s, "write_value"));
+    check_memop(memops_.write(cs, word_address(w), v, 0), "cuStreamWriteValue32");
+  }
+  void dma(const region& dst, const region& src, phase dir, stream_id s) override {
+    const cudaStream_t cs = native(s, "dma");
+    const cudaMemcpyKind kind = dir == phase::h2d ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    timed(dir, s, cs, src.bytes(), {}, [&] { dma(dst, src, kind, cs); });
+  }
+  void fail(stream_id s, std::exception_ptr e) noexcept override {
+    std::lock_guard lock(mutex_);
+    if (s >= 0 && static_cast<std::size_t>(s) < streams_.size() && !streams_[static_cast<std::size_t>(s)].host_error)
+      streams_[static_cast<std::size_t>(s)].host_error = std::move(e);
+  }
+  void host_wrote(const oa::detail::flag_word&) noexcept override {}
+
+  /// A failed fill or drain of stream s (taken when `take`).
+  std::exception_ptr host_error(stream_id s, bool take) {
+    std::lock_guard lock(mutex_);
+    if (s < 0 || static_cast<std::size_t>(s) >= streams_.size()) return nullptr;
+    auto& e = streams_[static_cast<std::size_t>(s)].host_error;
+    return take ? std::exchange(e, nullptr) : e;
+  }
+
+  /// The context failed for good: its streams will set no word again.
+  void lost() noexcept {
+    std::lock_guard lock(staging_mutex_);
+    if (staging_) staging_->abort();
   }
 
   static void dma(const region& dst, const region& src, cudaMemcpyKind kind, cudaStream_t cs) {
@@ -583,6 +709,7 @@ class cuda_device final : public device {
   }
 
   const options opt_;
+  const stream_memops memops_ = stream_memops::load();
   cudaDeviceProp props_{};
   std::size_t budget_ = 0;
   cudaMemPool_t mem_pool_ = nullptr;
@@ -601,6 +728,9 @@ class cuda_device final : public device {
   bool recording_ = false;
   std::vector<timed_op> ops_;
   std::vector<const void*> registered_;
+
+  std::mutex staging_mutex_;
+  std::unique_ptr<oa::detail::staging_engine> staging_;  // made at the first pageable copy
 
   std::mutex compile_mutex_;
   std::map<std::string, cudaLibrary_t> libraries_;

@@ -1,10 +1,15 @@
 // The emulated device: a GPU's execution model on the host. Memory is a
 // capped arena; one host-to-device copy engine, one device-to-host copy engine
 // and N compute engines each run their own queue in order (as a GPU's engines
-// do), so copies in both directions overlap kernels of other streams. The link
-// can be throttled per direction, and the Nth launch or copy can be made to
-// fail, to exercise the engine's recovery without a GPU.
+// do), so copies in both directions overlap kernels of other streams. As a
+// GPU's DMA, the copy engines read and write pinned host memory only: pageable
+// memory goes through the staging engine (src/core/staging.hpp), whose
+// threads fill and drain pinned slots, the same host code as on CUDA, so its
+// cost is real host work here. The link has a rate per direction, a rate both
+// directions share and a latency per copy; the Nth launch, copy, fill or
+// drain can be made to fail, to exercise the engine's recovery without a GPU.
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cmath>
@@ -13,15 +18,57 @@
 #include <thread>
 #include <vector>
 
+#include "core/staging.hpp"
+#include "host/link_model.hpp"
 #include "host/stream_worker.hpp"
 #include "oa/core/error.hpp"
+#include "oa/core/pinned.hpp"
 
 namespace oa {
 
 namespace detail {
 namespace {
 
-class emulated_device final : public stream_device {
+/// Streams waiting for words the staging engine's threads set: each waits
+/// through a token, completed when its word reaches the value.
+class word_waiters {
+ public:
+  /// A token done once `w` reaches `v`; null when it already has.
+  token wait(const flag_word& w, std::uint32_t v) {
+    std::lock_guard lock(m_);
+    if (reached(w.load(std::memory_order_acquire), v)) return nullptr;
+    waiting_.push_back({&w, v, std::make_shared<completion>()});
+    return waiting_.back().done;
+  }
+  /// `w` changed: completes the tokens it now satisfies.
+  void wrote(const flag_word& w) noexcept {
+    std::vector<token> ready;
+    {
+      std::lock_guard lock(m_);
+      std::erase_if(waiting_, [&](entry& e) {
+        if (e.word != &w || !reached(w.load(std::memory_order_acquire), e.value)) return false;
+        ready.push_back(std::move(e.done));
+        return true;
+      });
+    }
+    for (auto& t : ready) t->set();
+  }
+
+ private:
+  struct entry {
+    const flag_word* word;
+    std::uint32_t value;
+    token done;
+  };
+  std::mutex m_;
+  std::vector<entry> waiting_;
+};
+
+int default_staging_threads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency() / 2, 1u, 4u));
+}
+
+class emulated_device final : public stream_device, private staging_port {
   // Allocations are aligned and counted in blocks of this size, as a GPU's
   // allocator does.
   static constexpr std::size_t granularity = 256;
@@ -31,6 +78,7 @@ class emulated_device final : public stream_device {
       : stream_device("emulated_device"),
         opt_(opt),
         memory_("emulated", granularity, granularity, opt.memory_budget),
+        link_(opt.link_bytes_per_second, opt.link_shared_bytes_per_second, opt.link_latency_seconds),
         h2d_(std::make_unique<fifo_engine>([this](op& o) { execute(o); })),
         d2h_(std::make_unique<fifo_engine>([this](op& o) { execute(o); })) {
     for (int i = 0; i < opt.compute_threads; ++i)
@@ -39,7 +87,10 @@ class emulated_device final : public stream_device {
 
   ~emulated_device() override {
     // Each engine drains before the next stops; what an op waits for is either
-    // done or queued on an engine still running.
+    // done or queued on an engine still running, or a fill or drain of the
+    // staging engine, whose threads run until it goes.
+    wait_idle();
+    staging_.reset();
     h2d_.reset();
     d2h_.reset();
     compute_.clear();
@@ -124,27 +175,90 @@ class emulated_device final : public stream_device {
     auto st = find_stream(method, s);
     check_copy(method, dst, src);
     check_lost();
+    const std::uint64_t n = ++copies_;
+    std::exception_ptr fault;
+    if (n == opt_.fail_copy) {
+      const std::string what_failed = "injected fault in copy #" + std::to_string(n) + " (" + to_string(what) + ", " +
+                                      std::to_string(src.bytes()) + " bytes)";
+      fault = std::make_exception_ptr(device_fault("oa: emulated device: " + what_failed, opt_.sticky_faults));
+      lose(what_failed);
+    }
+    const region& host = what == phase::h2d ? src : dst;
+    if (!opt_.pinned_only_dma || is_pinned(host.data, span(host))) return dma_op(dst, src, what, st, fault);
+    // Pageable: through the staging engine, whose DMAs carry this copy's fault.
+    std::lock_guard lock(staging_m_);
+    staged_fault_ = fault;
+    if (what == phase::h2d)
+      staging().copy_in(dst, src, s);
+    else
+      staging().copy_out(dst, src, s);
+    staged_fault_ = nullptr;
+  }
+
+  static std::size_t span(const region& r) noexcept {
+    return r.rows == 0 || r.width == 0 ? 0 : (r.rows - 1) * r.pitch + r.width;
+  }
+
+  /// A copy by a copy engine, at the link's rate.
+  void dma_op(const region& dst, const region& src, phase what, const std::shared_ptr<stream_state>& st,
+              std::exception_ptr fault) {
     op o;
     o.what = what;
     o.bytes = src.bytes();
-    const std::uint64_t n = ++copies_;
-    if (n == opt_.fail_copy) {
-      const std::string fault = "injected fault in copy #" + std::to_string(n) + " (" + to_string(what) + ", " +
-                                std::to_string(o.bytes) + " bytes)";
-      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: " + fault, opt_.sticky_faults));
-      lose(fault);
-    }
-    o.body = [dst, src, bw = opt_.link_bytes_per_second] {
+    o.fault = std::move(fault);
+    o.body = [this, dst, src, what] {
       const auto begin = std::chrono::steady_clock::now();
+      const auto done = link_.throttled() ? link_.reserve(what, src.bytes(), begin) : begin;
       copy_region(dst, src);
-      // Only this direction's engine uses its link, so sleeping here is the
-      // link being busy: the next copy in this direction starts after it.
-      if (bw > 0) sleep_until_deadline(link_deadline(begin, static_cast<double>(src.bytes()) / bw));
+      // Only this direction's engine uses its way of the link, so sleeping
+      // here is the link being busy: the next copy this way starts after it.
+      if (done > begin) sleep_until_deadline(done);
     };
     submit(st, std::move(o));
   }
 
+  staging_engine& staging() {
+    if (!staging_) {
+      staging_options so;
+      so.slot_bytes = opt_.staging_slot_bytes;
+      so.slots = opt_.staging_slots;
+      so.fill_threads = so.drain_threads = opt_.staging_threads > 0 ? opt_.staging_threads : default_staging_threads();
+      so.fail_fill = opt_.fail_fill;
+      so.fail_drain = opt_.fail_drain;
+      staging_ = std::make_unique<staging_engine>(static_cast<staging_port&>(*this), pinned_memory(), so);
+    }
+    return *staging_;
+  }
+
+  // ---- staging_port: the staging engine's view of the streams ----
+  void wait_value(stream_id s, const flag_word& w, std::uint32_t v) override {
+    if (token t = words_.wait(w, v)) wait_token(find_stream("wait_value", s), std::move(t));
+  }
+  void write_value(stream_id s, flag_word& w, std::uint32_t v, flag_word* failed) override {
+    auto st = find_stream("write_value", s);
+    op o;
+    o.what = phase::compute;
+    o.control = true;
+    o.body = [this, &w, v, failed, &stream = *st] {
+      if (failed && stream_failed(stream)) failed->store(v, std::memory_order_release);
+      w.store(v, std::memory_order_release);
+      words_.wrote(w);
+    };
+    submit(st, std::move(o));
+  }
+  void dma(const region& dst, const region& src, phase dir, stream_id s) override {
+    dma_op(dst, src, dir, find_stream("dma", s), staged_fault_);
+  }
+  void fail(stream_id s, std::exception_ptr e) noexcept override {
+    try {
+      fail_stream(*find_stream("fail", s), std::move(e));
+    } catch (...) {  // a stream destroyed meanwhile: nothing left to fail
+    }
+  }
+  void host_wrote(const flag_word& w) noexcept override { words_.wrote(w); }
+
   void enqueue(op o) override {
+    if (o.control) return control_->push(std::move(o));
     switch (o.what) {
       case phase::h2d: h2d_->push(std::move(o)); return;
       case phase::d2h: d2h_->push(std::move(o)); return;
@@ -160,9 +274,15 @@ class emulated_device final : public stream_device {
   std::string lost_what_;  // the fault that lost the device
   std::atomic<std::uint64_t> copies_{0};
   std::size_t next_compute_ = 0;  // under the submission lock
+  link_model link_;
+  word_waiters words_;
+  std::mutex staging_m_;             // one copy at a time through the staging engine
+  std::exception_ptr staged_fault_;  // the fault of the copy being staged (under staging_m_)
+  std::unique_ptr<fifo_engine> control_ = std::make_unique<fifo_engine>([this](op& o) { execute(o); });
   std::unique_ptr<fifo_engine> h2d_;
   std::unique_ptr<fifo_engine> d2h_;
   std::vector<std::unique_ptr<fifo_engine>> compute_;
+  std::unique_ptr<staging_engine> staging_;  // made at the first pageable copy
 };
 
 }  // namespace
@@ -172,6 +292,15 @@ std::unique_ptr<device> make_emulated_device(const emulated_options& opt) {
   OA_EXPECTS(opt.compute_threads >= 1, "make_emulated_device", "opt.compute_threads", "must be >= 1");
   OA_EXPECTS(opt.link_bytes_per_second >= 0 && std::isfinite(opt.link_bytes_per_second), "make_emulated_device",
              "opt.link_bytes_per_second", "must be finite and >= 0 (0: unthrottled)");
+  OA_EXPECTS(opt.link_shared_bytes_per_second >= 0 && std::isfinite(opt.link_shared_bytes_per_second),
+             "make_emulated_device", "opt.link_shared_bytes_per_second", "must be finite and >= 0 (0: no shared cap)");
+  OA_EXPECTS(opt.link_latency_seconds >= 0 && opt.link_latency_seconds <= 1, "make_emulated_device",
+             "opt.link_latency_seconds", "must be 0-1 seconds");
+  OA_EXPECTS(opt.staging_slot_bytes >= 4096, "make_emulated_device", "opt.staging_slot_bytes", "must be >= 4096");
+  OA_EXPECTS(opt.staging_slots >= 1 && opt.staging_slots <= 1024, "make_emulated_device", "opt.staging_slots",
+             "must be 1-1024");
+  OA_EXPECTS(opt.staging_threads >= 0 && opt.staging_threads <= 64, "make_emulated_device", "opt.staging_threads",
+             "must be 0-64 (0: half the cores, 1-4)");
   return std::make_unique<detail::emulated_device>(opt);
 }
 

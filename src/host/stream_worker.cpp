@@ -234,7 +234,9 @@ void stream_device::execute(op& o) noexcept {
     skip = st.error != nullptr;
   }
   std::exception_ptr failure;
-  if (!skip) {
+  if (o.control) {
+    o.body();  // sets a word: cannot fail
+  } else if (!skip) {
     if (o.fault) {
       failure = o.fault;
     } else {
@@ -265,6 +267,24 @@ void stream_device::execute(op& o) noexcept {
   token done = std::move(o.done);
   o = op{};
   done->set();
+}
+
+void stream_device::wait_token(const std::shared_ptr<stream_state>& st, token t) {
+  std::lock_guard lock(m_);
+  std::lock_guard slock(st->m);
+  if (t->done()) return;
+  std::erase_if(st->waits, [](const token& w) { return w->done(); });
+  st->waits.push_back(std::move(t));
+}
+
+void stream_device::fail_stream(stream_state& st, std::exception_ptr e) noexcept {
+  std::lock_guard lock(st.m);
+  if (!st.error) st.error = std::move(e);
+}
+
+bool stream_device::stream_failed(stream_state& st) noexcept {
+  std::lock_guard lock(st.m);
+  return st.error != nullptr;
 }
 
 event stream_device::record_event(stream_id s) {
@@ -303,13 +323,8 @@ event stream_device::record_event(stream_id s) {
 }
 
 void stream_device::wait_event(stream_id s, const event& e) {
-  auto st = find_stream("wait_event", s);
-  token t = event_token("wait_event", e);
-  std::lock_guard lock(m_);
-  std::lock_guard slock(st->m);
-  if (t->done()) return;  // nothing to wait for; the error stays with its own stream
-  std::erase_if(st->waits, [](const token& w) { return w->done(); });
-  st->waits.push_back(std::move(t));
+  // A done event is nothing to wait for; its error stays with its own stream.
+  wait_token(find_stream("wait_event", s), event_token("wait_event", e));
 }
 
 std::exception_ptr stream_device::synchronize_event(const event& e) {

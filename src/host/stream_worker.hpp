@@ -75,6 +75,9 @@ struct op {
   std::string label;
   std::function<void()> body;  // throws to fail the op
   std::exception_ptr fault;    // injected: the op fails without running body
+  // Bookkeeping (a word the staging engine waits for): runs after its
+  // stream failed too, and is not recorded.
+  bool control = false;
 };
 
 /// When a link busy for `seconds` from `begin` is free again; the clock's
@@ -163,6 +166,12 @@ class stream_device : public device {
   void check_copy(const char* method, const region& dst, const region& src) const;
   /// Orders `o` after the stream's earlier work and hands it to enqueue().
   void submit(const std::shared_ptr<stream_state>& st, op o);
+  /// The stream's later work waits for `t` too (as for an event).
+  void wait_token(const std::shared_ptr<stream_state>& st, token t);
+  /// Fails the stream's later work with `e` (its first error stays).
+  static void fail_stream(stream_state& st, std::exception_ptr e) noexcept;
+  /// Whether the stream has failed (and no synchronize has taken the error).
+  static bool stream_failed(stream_state& st) noexcept;
   /// On an engine thread: waits for the dependencies, runs the op unless its
   /// stream is in error, records it, keeps its failure, completes it.
   void execute(op& o) noexcept;

@@ -250,7 +250,21 @@ class device_buffer {
 /// Settings for the emulated device.
 struct emulated_options {
   std::size_t memory_budget = std::size_t{256} << 20;
-  double link_bytes_per_second = 0;  // 0: unthrottled; per direction (full duplex)
+  double link_bytes_per_second = 0;  // 0: unthrottled; per direction
+  // Both directions at once share this rate (a GPU's link: 54.7 GB/s each
+  // way, 88.4 both ways on an H100); 0: no shared cap.
+  double link_shared_bytes_per_second = 0;
+  double link_latency_seconds = 0;  // per copy, before its bytes move
+  // As a GPU's DMA: only pinned host memory (oa::is_pinned) is copied
+  // directly; pageable memory goes through the staging engine's pinned
+  // slots, filled and drained by its threads. False: every copy is direct.
+  bool pinned_only_dma = true;
+  std::size_t staging_slot_bytes = std::size_t{4} << 20;
+  int staging_slots = 4;    // per direction
+  int staging_threads = 0;  // fill threads and drain threads each; 0: half the cores, 1-4
+  // Fault injection in the staging engine: the Nth fill / drain fails.
+  std::uint64_t fail_fill = 0;
+  std::uint64_t fail_drain = 0;
   // Fault injection: the Nth (1-based) launch / copy submitted fails on the
   // device with oa::device_fault. 0 disables.
   std::uint64_t fail_launch = 0;

@@ -1,0 +1,263 @@
+#include "core/staging.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "oa/core/error.hpp"
+
+namespace oa::detail {
+
+namespace {
+
+constexpr std::size_t slot_alignment = 4096;  // page-aligned: what DMA engines copy fastest
+
+/// Publishes `use` in `w` after the bytes a copy wrote: large memcpys use
+/// non-temporal stores, which a release store does not order on x86 (a full
+/// fence does), and a GPU reading the slot must see them.
+void publish(flag_word& w, std::uint32_t use) noexcept {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  w.store(use, std::memory_order_release);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+// --- workers ------------------------------------------------------------------
+
+staging_engine::workers::workers(int n) {
+  for (int i = 0; i < n; ++i) threads_.emplace_back([this] { loop(); });
+}
+
+staging_engine::workers::~workers() {
+  {
+    std::lock_guard lock(m_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void staging_engine::workers::push(std::function<void()> task) {
+  {
+    std::lock_guard lock(m_);
+    queue_.push_back(std::move(task));
+  }
+  cv_.notify_one();
+}
+
+void staging_engine::workers::loop() {
+  for (;;) {
+    std::function<void()> task;
+    {
+      std::unique_lock lock(m_);
+      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stopping and drained
+      task = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    task();
+  }
+}
+
+// --- staging_engine -------------------------------------------------------------
+
+staging_engine::staging_engine(staging_port& port, std::pmr::memory_resource& pinned, const staging_options& opt)
+    : port_(port), pinned_(pinned), opt_(opt) {
+  OA_EXPECTS(opt.slot_bytes >= 4096, "staging_engine", "opt.slot_bytes", "must be at least 4096");
+  OA_EXPECTS(opt.slots >= 1 && opt.slots <= 1024, "staging_engine", "opt.slots", "must be 1-1024");
+  OA_EXPECTS(opt.fill_threads >= 1 && opt.fill_threads <= 64, "staging_engine", "opt.fill_threads", "must be 1-64");
+  OA_EXPECTS(opt.drain_threads >= 1 && opt.drain_threads <= 64, "staging_engine", "opt.drain_threads",
+             "must be 1-64");
+  const std::size_t slot_bytes = (opt.slot_bytes + slot_alignment - 1) / slot_alignment * slot_alignment;
+  const std::size_t nslots = 2 * static_cast<std::size_t>(opt.slots);
+  // Each word on a line of its own: a GPU writes them while threads poll others.
+  const std::size_t words = 3 * nslots;
+  memory_bytes_ = nslots * slot_bytes + words * 64;
+  memory_ = static_cast<std::byte*>(pinned_.allocate(memory_bytes_, slot_alignment));
+  std::byte* word_area = memory_ + nslots * slot_bytes;
+  std::size_t w = 0;
+  auto next_word = [&] { return new (word_area + 64 * w++) flag_word(0); };
+  for (std::size_t i = 0; i < nslots; ++i) {
+    slot sl;
+    sl.data = memory_ + i * slot_bytes;
+    sl.ready = next_word();
+    sl.free = next_word();
+    sl.failed = next_word();
+    (i < nslots / 2 ? in_ : out_).push_back(sl);
+  }
+  fillers_ = std::make_unique<workers>(opt.fill_threads);
+  drainers_ = std::make_unique<workers>(opt.drain_threads);
+  faulters_ = std::make_unique<workers>(1);
+}
+
+staging_engine::~staging_engine() {
+  // Queued fills wait for slots that only the device frees: whoever destroys
+  // the engine has waited for the device's streams (or the device is lost).
+  faulters_.reset();
+  drainers_.reset();
+  fillers_.reset();
+  pinned_.deallocate(memory_, memory_bytes_, slot_alignment);
+}
+
+template <class F>
+void staging_engine::for_each_piece(const region& dev_side, const region& host_side, F&& f) const {
+  const std::size_t cap = opt_.slot_bytes;
+  const std::size_t w = host_side.width;
+  if (w == 0 || host_side.rows == 0) return;
+  if (w <= cap) {
+    const std::size_t per = std::max<std::size_t>(cap / w, 1);
+    for (std::size_t r0 = 0; r0 < host_side.rows; r0 += per) {
+      const std::size_t n = std::min(per, host_side.rows - r0);
+      f(region{dev_side.data + r0 * dev_side.pitch, w, n, dev_side.pitch},
+        region{host_side.data + r0 * host_side.pitch, w, n, host_side.pitch});
+    }
+    return;
+  }
+  for (std::size_t r = 0; r < host_side.rows; ++r)
+    for (std::size_t b = 0; b < w; b += cap) {
+      const std::size_t n = std::min(cap, w - b);
+      f(region{dev_side.data + r * dev_side.pitch + b, n, 1, n}, region{host_side.data + r * host_side.pitch + b, n, 1, n});
+    }
+}
+
+bool staging_engine::wait_for(const flag_word& w, std::uint32_t v) const noexcept {
+  // Spin briefly (a slot usually frees within microseconds of the DMA), then
+  // back off to sleeps of at most 100 us.
+  auto pause = std::chrono::microseconds(2);
+  for (int i = 0; !reached(w.load(std::memory_order_acquire), v); ++i) {
+    if (aborted_.load(std::memory_order_relaxed)) return false;
+    if (i < 64) continue;
+    if (i < 128) {
+      std::this_thread::yield();
+      continue;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(100));
+  }
+  return true;
+}
+
+void staging_engine::fill(const slot& sl, std::uint32_t use, region packed, region host, stream_id s) {
+  const bool free = wait_for(*sl.free, use - 1);
+  const auto t0 = std::chrono::steady_clock::now();
+  if (free) {
+    if (fills_.fetch_add(1) + 1 == opt_.fail_fill)
+      port_.fail(s, std::make_exception_ptr(device_fault(
+                        "oa: staging engine: injected fault in fill #" + std::to_string(opt_.fail_fill), false)));
+    else
+      copy_region(packed, host);
+  }
+  const double busy = seconds_since(t0);
+  publish(*sl.ready, use);
+  port_.host_wrote(*sl.ready);
+  std::lock_guard lock(stats_m_);
+  stats_.fill_seconds += busy;
+}
+
+void staging_engine::drain(const slot& sl, std::uint32_t use, region host, region packed, stream_id s) {
+  // A DMA that failed (or was skipped after an earlier failure of its
+  // stream) left nothing to drain: the host's bytes stay as they were.
+  const bool landed = wait_for(*sl.ready, use) && sl.failed->load(std::memory_order_acquire) != use;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (landed) {
+    if (drains_.fetch_add(1) + 1 == opt_.fail_drain)
+      port_.fail(s, std::make_exception_ptr(device_fault(
+                        "oa: staging engine: injected fault in drain #" + std::to_string(opt_.fail_drain), false)));
+    else
+      copy_region(host, packed);
+  }
+  const double busy = seconds_since(t0);
+  publish(*sl.free, use);
+  port_.host_wrote(*sl.free);
+  std::lock_guard lock(stats_m_);
+  stats_.drain_seconds += busy;
+}
+
+void staging_engine::skip(workers& w, const slot& sl, std::uint32_t use) noexcept {
+  // A use whose submission failed part way: its words still advance, after
+  // the slot's previous use, so that neither a stream nor a later use of the
+  // slot waits for it forever.
+  try {
+    w.push([this, &sl, use] {
+      (void)wait_for(*sl.free, use - 1);
+      sl.ready->store(use, std::memory_order_release);
+      sl.free->store(use, std::memory_order_release);
+      port_.host_wrote(*sl.ready);
+      port_.host_wrote(*sl.free);
+    });
+  } catch (...) {
+    // Out of memory queueing it: the words advance here, out of order at worst.
+    sl.ready->store(use, std::memory_order_release);
+    sl.free->store(use, std::memory_order_release);
+  }
+}
+
+void staging_engine::copy_in(const region& dst, const region& src, stream_id s) {
+  std::lock_guard lock(m_);
+  for_each_piece(dst, src, [&](const region& d, const region& h) {
+    slot& sl = in_[next_in_++ % in_.size()];
+    const std::uint32_t use = ++sl.uses;
+    const region packed = h.packed_at(sl.data);
+    try {
+      port_.wait_value(s, *sl.ready, use);
+      port_.dma(d, packed, phase::h2d, s);
+      port_.write_value(s, *sl.free, use);
+    } catch (...) {
+      skip(*fillers_, sl, use);
+      throw;
+    }
+    fillers_->push([this, &sl, use, packed, h, s] { fill(sl, use, packed, h, s); });
+  });
+  std::lock_guard slock(stats_m_);
+  stats_.bytes_in += src.bytes();
+}
+
+void staging_engine::prefault(const region& host) {
+  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(host.data) / page * page;
+  const auto end = reinterpret_cast<std::uintptr_t>(host.data) + (host.rows - 1) * host.pitch + host.width;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Best effort: a kernel without MADV_POPULATE_WRITE leaves the faults to the drain.
+  (void)madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);
+  const double busy = seconds_since(t0);
+  std::lock_guard lock(stats_m_);
+  stats_.prefault_seconds += busy;
+}
+
+void staging_engine::copy_out(const region& dst, const region& src, stream_id s) {
+  std::lock_guard lock(m_);
+  if (dst.bytes() >= std::size_t{1} << 20) faulters_->push([this, dst] { prefault(dst); });
+  for_each_piece(src, dst, [&](const region& d, const region& h) {
+    slot& sl = out_[next_out_++ % out_.size()];
+    const std::uint32_t use = ++sl.uses;
+    const region packed = h.packed_at(sl.data);
+    try {
+      port_.wait_value(s, *sl.free, use - 1);  // the slot's previous drain is done
+      port_.dma(packed, d, phase::d2h, s);
+      port_.write_value(s, *sl.ready, use, sl.failed);
+      port_.wait_value(s, *sl.free, use);  // later work sees the host bytes
+    } catch (...) {
+      skip(*drainers_, sl, use);
+      throw;
+    }
+    drainers_->push([this, &sl, use, h, packed, s] { drain(sl, use, h, packed, s); });
+  });
+  std::lock_guard slock(stats_m_);
+  stats_.bytes_out += src.bytes();
+}
+
+void staging_engine::abort() noexcept { aborted_.store(true); }
+
+staging_stats staging_engine::stats() const {
+  std::lock_guard lock(stats_m_);
+  return stats_;
+}
+
+}  // namespace oa::detail

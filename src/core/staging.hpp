@@ -1,0 +1,170 @@
+#pragma once
+// The staging engine: pageable host memory crosses the link through a ring of
+// pinned slots per direction, filled and drained by the engine's own threads
+// ahead of the streams, as a GPU's DMA reads and writes pinned memory only.
+//
+// Copy in, a piece of up to one slot:  a fill thread copies the host bytes
+// into the slot as soon as the slot is free (at submission: the bytes must be
+// ready when the copy is asked for, as CUDA reads pageable memory for
+// cudaMemcpyAsync), then sets the slot's `ready` word; the stream waits for
+// that word, DMAs the slot to the device and sets the slot's `free` word.
+// Copy out: the stream waits until the slot's previous drain is done, DMAs
+// into it and sets `ready`; a drain thread copies the slot to the host and
+// sets `free`; the stream's later work waits for that, so whatever follows
+// the copy on the stream (an event, a synchronize) sees the host bytes. The
+// destination's pages are faulted in at submission by a thread of their own
+// (MADV_POPULATE_WRITE: no byte written, so it may race with the drain), so
+// that a drain into memory never touched before (a result made for the
+// stage) copies at the rate of touched memory, not a tenth of it.
+//
+// No host function is on the data path: the stream and the engine's threads
+// meet only through the words, which a GPU's stream memory operations wait on
+// and write. Each word only grows (one value per use of its slot), so a wait
+// is "at least this use".
+//
+// No deadlock: every wait, a stream's or a thread's, is for work submitted
+// before the waiting work; the engine's threads take their queue in
+// submission order (fills and drains apart, so that a fill waiting for a slot
+// never keeps a drain from running), and the device runs each stream in
+// order: the earliest unfinished piece can always proceed.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <memory_resource>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "oa/core/device.hpp"
+
+namespace oa::detail {
+
+/// A word streams and host threads signal each other through: it lives in
+/// pinned memory, where a GPU's stream memory operations can wait on it and
+/// write it.
+using flag_word = std::atomic<std::uint32_t>;
+
+/// Whether `have` has reached `want`, across the 32-bit wrap (as CUDA's
+/// CU_STREAM_WAIT_VALUE_GEQ compares).
+constexpr bool reached(std::uint32_t have, std::uint32_t want) noexcept {
+  return static_cast<std::int32_t>(have - want) >= 0;
+}
+
+/// What the engine asks of a device's streams.
+class staging_port {
+ public:
+  /// Stream s's later work waits until `w` has reached `v`.
+  virtual void wait_value(stream_id s, const flag_word& w, std::uint32_t v) = 0;
+  /// Once stream s's earlier work has run, or failed, `w` = v; when it
+  /// failed and `failed` is given, `*failed` = v first (a device that cannot
+  /// tell leaves it: its failures are sticky, and abort() follows).
+  virtual void write_value(stream_id s, flag_word& w, std::uint32_t v, flag_word* failed = nullptr) = 0;
+  /// A direct copy between pinned host memory and device memory, in stream order.
+  virtual void dma(const region& dst, const region& src, phase dir, stream_id s) = 0;
+  /// A fill or drain of stream s failed: its later work must fail with `e`
+  /// (called before the word the stream waits for is set).
+  virtual void fail(stream_id s, std::exception_ptr e) noexcept = 0;
+  /// A host thread set `w` (a device polling it may wake its waiters).
+  virtual void host_wrote(const flag_word& w) noexcept = 0;
+
+ protected:
+  ~staging_port() = default;
+};
+
+struct staging_options {
+  std::size_t slot_bytes = std::size_t{32} << 20;
+  int slots = 8;          // per direction
+  int fill_threads = 2;   // copy-in threads
+  int drain_threads = 2;  // copy-out threads
+  // Fault injection: the Nth fill or drain (from 1) fails; 0: none.
+  std::uint64_t fail_fill = 0;
+  std::uint64_t fail_drain = 0;
+};
+
+/// What the engine moved, for reports.
+struct staging_stats {
+  std::size_t bytes_in = 0;   // staged host-to-device
+  std::size_t bytes_out = 0;  // staged device-to-host
+  double fill_seconds = 0;    // summed over the fill threads
+  double drain_seconds = 0;
+  double prefault_seconds = 0;  // faulting destinations in, ahead of the drains
+};
+
+class staging_engine {
+ public:
+  /// Slots and words come from `pinned` (kept until the engine goes).
+  staging_engine(staging_port& port, std::pmr::memory_resource& pinned, const staging_options& opt);
+  /// Waits for the queued fills and drains.
+  ~staging_engine();
+  staging_engine(const staging_engine&) = delete;
+  staging_engine& operator=(const staging_engine&) = delete;
+
+  /// Copies host `src` (pageable) to device `dst` on stream s.
+  void copy_in(const region& dst, const region& src, stream_id s);
+  /// Copies device `src` to host `dst` (pageable) on stream s.
+  void copy_out(const region& dst, const region& src, stream_id s);
+  /// The device is lost (its streams will never set the words again): the
+  /// threads stop waiting, and queued fills and drains end without copying.
+  void abort() noexcept;
+
+  staging_stats stats() const;
+  const staging_options& options() const noexcept { return opt_; }
+
+ private:
+  struct slot {
+    std::byte* data = nullptr;
+    flag_word* ready = nullptr;  // in: filled (use); out: landed (use)
+    flag_word* free = nullptr;   // in: read by the DMA (use); out: drained (use)
+    flag_word* failed = nullptr; // out: the use whose DMA failed or was skipped: nothing to drain
+    std::uint32_t uses = 0;      // handed out so far (under m_)
+  };
+  /// Threads running tasks one at a time each, taken in queue order.
+  class workers {
+   public:
+    explicit workers(int n);
+    ~workers();
+    void push(std::function<void()> task);
+
+   private:
+    void loop();
+    std::mutex m_;
+    std::condition_variable cv_;
+    std::deque<std::function<void()>> queue_;
+    bool stopping_ = false;
+    std::vector<std::thread> threads_;
+  };
+
+  /// Cuts a copy into pieces of at most one slot: whole rows when they fit,
+  /// else parts of a row. f(device piece, host piece).
+  template <class F>
+  void for_each_piece(const region& dev_side, const region& host_side, F&& f) const;
+  /// Waits on a host thread until `w` reaches `v`; false when aborted.
+  bool wait_for(const flag_word& w, std::uint32_t v) const noexcept;
+  void fill(const slot& sl, std::uint32_t use, region packed, region host, stream_id s);
+  void drain(const slot& sl, std::uint32_t use, region host, region packed, stream_id s);
+  void skip(workers& w, const slot& sl, std::uint32_t use) noexcept;
+  void prefault(const region& host);
+
+  staging_port& port_;
+  std::pmr::memory_resource& pinned_;
+  const staging_options opt_;
+  std::byte* memory_ = nullptr;  // every slot, then every word
+  std::size_t memory_bytes_ = 0;
+  std::vector<slot> in_, out_;
+  std::mutex m_;  // submission: slot turns, task order, stats
+  std::size_t next_in_ = 0, next_out_ = 0;
+  std::atomic<bool> aborted_{false};
+  std::atomic<std::uint64_t> fills_{0}, drains_{0};
+  mutable std::mutex stats_m_;
+  staging_stats stats_;
+  // Last: their threads start once everything above exists, and stop first.
+  std::unique_ptr<workers> fillers_, drainers_, faulters_;
+};
+
+}  // namespace oa::detail
