@@ -1,7 +1,11 @@
 // The design measured on the H100 at b10d541 (src/cuda/cuda_device.cpp,
 // src/core/executor.cpp and contraction.cpp of that commit):
 // - registered: every host array of the stage is pinned (cudaHostRegister)
-//   on the issuing thread before the first chunk, then copies are direct DMAs;
+//   on the issuing thread before the first chunk, and unpinned after its
+//   last, in every mode and every repeat; then copies are direct DMAs. The
+//   results are created uninitialised just before (fresh pages every run),
+//   so pinning them is their first touch: a fault and a zeroed page per
+//   4 KiB, far dearer than pinning the inputs' resident pages;
 // - pinned_buffers: each stream owns one 32 MiB pinned buffer; a copy is cut
 //   into pieces, each a host function (the copy pool's memcpy) and its DMA in
 //   stream order. CUDA runs host functions on one thread for all streams.
@@ -68,18 +72,20 @@ struct old_copies {
   }
 };
 
-/// The op every chunk follows: setup, then registration of `bytes` when registered.
-int prologue(const profile& p, machine& m, staging how, double bytes) {
+/// The op every chunk follows: setup, then, registered, the pinning of the
+/// inputs' `in_bytes` (resident) and the results' `out_bytes` (first touched).
+int prologue(const profile& p, machine& m, staging how, double in_bytes, double out_bytes) {
   const int setup = m.setup(p);
   if (how != staging::registered) return setup;
-  return m.g.add({"cudaHostRegister", m.host, bytes, gib / p["register_seconds_per_gib"], 0, {setup}});
+  const int in = m.g.add({"cudaHostRegister inputs", m.host, in_bytes, gib / p["register_touched_seconds_per_gib"], 0, {setup}});
+  return m.g.add({"cudaHostRegister results", m.host, out_bytes, gib / p["register_untouched_seconds_per_gib"], 0, {in}});
 }
 
 }  // namespace
 
 graph old_streaming(const profile& p, const streaming_case& c, staging how) {
   machine m(p);
-  const int first = prologue(p, m, how, static_cast<double>(c.in_bytes() + c.out_bytes()));
+  const int first = prologue(p, m, how, static_cast<double>(c.in_bytes()), static_cast<double>(c.out_bytes()));
   old_copies copies{p, m, how, false};
   std::vector<stream> streams(static_cast<std::size_t>(std::max(c.streams, 1)), stream(m.g));
   const double lat = p["op_latency_us"] * m.us;
@@ -99,7 +105,8 @@ graph old_gemm(const profile& p, const gemm_case& c, staging how) {
   machine m(p);
   const auto& pl = c.plan;
   const std::size_t eb = c.elem_bytes, n = c.n;
-  const int first = prologue(p, m, how, 3.0 * static_cast<double>(n * n * eb));
+  const double operand = static_cast<double>(n * n * eb);
+  const int first = prologue(p, m, how, 2 * operand, operand);  // A and B read, C created by the product
   old_copies copies{p, m, how, true};
   stream in(m.g), run_s(m.g), out_s(m.g);
   stream& run = c.sequential ? in : run_s;

@@ -144,30 +144,55 @@ void measure(profile& p, const std::string& folder, const std::vector<replay_cas
     }
 }
 
-/// stage_fixed_seconds and register_seconds_per_gib: the registered fit set's
-/// relative errors by least squares (both add to the pipeline's time).
+/// Solves the normal equations `a x = b` (k x k, a symmetric positive definite) by elimination.
+std::vector<double> solve(std::vector<std::vector<double>> a, std::vector<double> b) {
+  const std::size_t k = b.size();
+  for (std::size_t i = 0; i < k; ++i)
+    for (std::size_t r = i + 1; r < k; ++r) {
+      const double f = a[r][i] / a[i][i];
+      for (std::size_t j = i; j < k; ++j) a[r][j] -= f * a[i][j];
+      b[r] -= f * b[i];
+    }
+  std::vector<double> x(k);
+  for (std::size_t i = k; i-- > 0;) {
+    double v = b[i];
+    for (std::size_t j = i + 1; j < k; ++j) v -= a[i][j] * x[j];
+    x[i] = v / a[i][i];
+  }
+  return x;
+}
+
+/// stage_fixed_seconds and the pinning rates of resident (inputs) and
+/// untouched (results) pages: the registered fit set's relative errors by
+/// least squares (all three add to the pipeline's time).
 std::string fit_register(profile& p, std::vector<replay_case>& cases) {
+  const std::vector<std::string> keys{"stage_fixed_seconds", "register_touched_seconds_per_gib",
+                                      "register_untouched_seconds_per_gib"};
   profile q = p;
-  q.set("stage_fixed_seconds", 0, "fitted", "");
-  q.set("register_seconds_per_gib", 1e-9, "fitted", "");
-  double a11 = 0, a12 = 0, a22 = 0, b1 = 0, b2 = 0;
+  q.set(keys[0], 0, "fitted", "");
+  for (std::size_t i = 1; i < keys.size(); ++i) q.set(keys[i], 1e-12, "fitted", "");
+  std::vector<std::vector<double>> a(3, std::vector<double>(3, 0));
+  std::vector<double> b(3, 0);
   int n = 0;
   for (const auto& c : cases) {
     if (!c.fit || c.staging != "register") continue;
-    const double pipe = predict_case(q, c), x = static_cast<double>(c.record.at("h2d_bytes").get<double>() +
-                                                                     c.record.at("d2h_bytes").get<double>()) / gib;
-    const double w = 1 / (c.measured * c.measured), y = c.measured - pipe;
-    a11 += w, a12 += w * x, a22 += w * x * x, b1 += w * y, b2 += w * x * y;
+    const std::vector<double> x{1, c.record.at("h2d_bytes").get<double>() / gib, c.record.at("d2h_bytes").get<double>() / gib};
+    const double w = 1 / (c.measured * c.measured), y = c.measured - predict_case(q, c);
+    for (std::size_t i = 0; i < 3; ++i) {
+      for (std::size_t j = 0; j < 3; ++j) a[i][j] += w * x[i] * x[j];
+      b[i] += w * x[i] * y;
+    }
     ++n;
   }
-  const double det = a11 * a22 - a12 * a12;
-  const double c0 = (b1 * a22 - b2 * a12) / det, r = (a11 * b2 - a12 * b1) / det;
+  const std::vector<double> v = solve(a, b);
   const std::string how = "least squares of relative errors over the " + std::to_string(n) +
-                          " registered streaming records at 1/4x, 1x, 4x the budget";
-  p.set("stage_fixed_seconds", c0, "fitted", how);
-  p.set("register_seconds_per_gib", r, "fitted", how);
-  return "register: stage_fixed_seconds " + std::to_string(c0) + ", register_seconds_per_gib " + std::to_string(r) +
-         " (" + how + ")";
+                          " registered streaming records at 1/4x, 1x, 4x the budget (inputs' bytes, results' bytes)";
+  std::string line = "register:";
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    p.set(keys[i], v[i], "fitted", how);
+    line += " " + keys[i] + " " + std::to_string(v[i]);
+  }
+  return line + " (" + how + ")";
 }
 
 /// staging_fill_gbps: the rate at which the streaming pinned-staging record's time is reproduced.
