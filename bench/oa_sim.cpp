@@ -120,7 +120,30 @@ bench_args parse_bench_args(const std::vector<std::string>& args) {
 
 // ---- predict ------------------------------------------------------------------------
 
-nlohmann::json predict_one(const profile& p, const bench_args& a, const std::string& mode, const std::string& design) {
+/// Simulates `g`, adds its time and its busiest resource to `r`, and writes its ops to `trace` (CSV) when named.
+double run_graph(graph& g, nlohmann::json& r, const std::string& trace) {
+  const outcome o = simulate(g);
+  std::size_t top = 0;
+  for (std::size_t i = 1; i < o.busy.size(); ++i)
+    if (o.busy[i] > o.busy[top]) top = i;
+  r["predicted_seconds"] = o.makespan;
+  r["busiest_resource"] = g.resources().at(top).name;
+  r["busiest_utilisation"] = o.busy.at(top) / o.makespan;
+  if (!trace.empty()) {
+    std::ofstream out(trace);
+    if (!out) throw std::runtime_error("cannot write '" + trace + "'");
+    out << "id,label,resource,start,end\n";
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      const op& x = g.at(static_cast<int>(i));
+      out << i << ",\"" << x.label << "\"," << (x.res < 0 ? "" : g.resources().at(static_cast<std::size_t>(x.res)).name)
+          << ',' << format("%.9f", x.start) << ',' << format("%.9f", x.end) << '\n';
+    }
+  }
+  return o.makespan;
+}
+
+nlohmann::json predict_one(const profile& p, const bench_args& a, const std::string& mode, const std::string& design,
+                           const std::string& trace = "") {
   const bool sequential = mode == "sequential", fresh = design == "new";
   const staging s = a.host_memory == "pinned" ? staging::pinned_host : staging::pinned_buffers;
   nlohmann::json r{{"workload", a.workload}, {"mode", mode}, {"design", design}, {"host_memory", a.host_memory},
@@ -130,9 +153,9 @@ nlohmann::json predict_one(const profile& p, const bench_args& a, const std::str
     const std::size_t eb = a.type == "float" ? 4 : 8;
     const gemm_case c = plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes);
     graph g = fresh ? new_gemm(p, c, s) : old_gemm(p, c, s);
-    const double t = simulate(g).makespan;
+    const double t = run_graph(g, r, trace);
     const double h2d = static_cast<double>(c.plan.bytes_moved) - static_cast<double>(a.n * a.n * eb);
-    r.update({{"n", a.n}, {"type", a.type}, {"tiling", c.plan.describe()}, {"predicted_seconds", t},
+    r.update({{"n", a.n}, {"type", a.type}, {"tiling", c.plan.describe()},
               {"link_bound_seconds", link_bound_seconds(p, h2d, static_cast<double>(a.n * a.n * eb))},
               {"predicted_gflops", c.flops() / t / 1e9},
               {"incore_gflops", p[eb == 4 ? "cublas_float_tflops" : "cublas_double_tflops"] * 1e3}});
@@ -140,10 +163,11 @@ nlohmann::json predict_one(const profile& p, const bench_args& a, const std::str
   }
   const streaming_case c = plan_streaming(p, a.workload, a.elements, a.device_memory, a.streams, sequential, a.chunk_bytes);
   graph g = fresh ? new_streaming(p, c, s) : old_streaming(p, c, s);
-  const double t = simulate(g).makespan;
+  run_graph(g, r, trace);
+  const double in = static_cast<double>(c.in_bytes()), out = static_cast<double>(c.out_bytes());
   r.update({{"elements", a.elements}, {"chunks", c.chunk_units.size()}, {"streams", c.streams},
-            {"h2d_bytes", c.in_bytes()}, {"d2h_bytes", c.out_bytes()}, {"predicted_seconds", t},
-            {"link_bound_seconds", link_bound_seconds(p, static_cast<double>(c.in_bytes()), static_cast<double>(c.out_bytes()))}});
+            {"h2d_bytes", c.in_bytes()}, {"d2h_bytes", c.out_bytes()}, {"link_bound_seconds", link_bound_seconds(p, in, out)},
+            {"shared_link_bound_seconds", shared_link_bound_seconds(p, in, out)}});
   return r;
 }
 
@@ -155,22 +179,26 @@ void write_jsonl(const std::string& path, const std::vector<nlohmann::json>& rec
 }
 
 int run_predict(const std::string& profile_path, const std::string& json, const std::string& design,
-                const std::vector<std::string>& args) {
+                const std::string& trace, const std::vector<std::string>& args) {
   if (design != "old" && design != "new") throw usage_error("--design: '" + design + "' (old or new)");
   const bench_args a = parse_bench_args(args);
   const profile p = load_profile(profile_path);
   std::vector<nlohmann::json> recs;
   oa_bench::text_table table({"workload", "size", "budget", "mode", "design", "host memory", "predicted s",
-                              "link bound s", "of link bound", "GFLOP/s", "of in-core"});
+                              "link bound s", "of link bound", "of shared bound", "GFLOP/s", "of in-core",
+                              "busiest (utilisation)"});
   for (const auto& mode : a.modes) {
-    auto r = predict_one(p, a, mode, design);
+    auto r = predict_one(p, a, mode, design, trace.empty() ? "" : trace + "." + mode + ".csv");
     const double t = r["predicted_seconds"], lb = r["link_bound_seconds"];
     const bool gemm = a.workload == "gemm";
     table.add_row({a.workload, gemm ? "n=" + std::to_string(a.n) + " " + a.type : std::to_string(a.elements),
                    oa_bench::format_bytes(static_cast<double>(a.device_memory)), mode, design, a.host_memory,
                    format("%.3f", t), format("%.3f", lb), format("%.2f", lb / t),
+                   r.contains("shared_link_bound_seconds")
+                       ? format("%.2f", r["shared_link_bound_seconds"].get<double>() / t) : "",
                    gemm ? format("%.0f", r["predicted_gflops"].get<double>()) : "",
-                   gemm ? format("%.2f", r["predicted_gflops"].get<double>() / r["incore_gflops"].get<double>()) : ""});
+                   gemm ? format("%.2f", r["predicted_gflops"].get<double>() / r["incore_gflops"].get<double>()) : "",
+                   r["busiest_resource"].get<std::string>() + format(" (%.2f)", r["busiest_utilisation"].get<double>())});
     recs.push_back(r);
   }
   std::cout << "oa-sim: predicted (simulated) with profile " << p.name << ", not measured\n";
@@ -281,7 +309,7 @@ int main(int argc, char** argv) {
     }
   CLI::App app{"oa-sim: simulated (not measured) GPU runs of oa's paging, calibrated on a committed run"};
   app.require_subcommand(1);
-  std::string folder, profile_path, json, design = "old", out;
+  std::string folder, profile_path, json, design = "old", out, trace;
   std::vector<std::string> known_misses;
   auto* replay = app.add_subcommand("replay", "replay a committed run's cases with the old design");
   replay->add_option("folder", folder, "results folder (bench/results/...)")->required();
@@ -294,6 +322,7 @@ int main(int argc, char** argv) {
   predict->add_option("--profile", profile_path, "profile JSON")->required();
   predict->add_option("--json", json, "write one JSON record per mode");
   predict->add_option("--design", design, "old (as measured) or new (the staging engine)");
+  predict->add_option("--trace", trace, "write each mode's ops (label, resource, start, end) to TRACE.<mode>.csv");
   auto* cal = app.add_subcommand("calibrate", "measure and fit a profile's parameters on a results folder");
   cal->add_option("folder", folder, "results folder")->required();
   cal->add_option("--profile", profile_path, "profile JSON to start from (assumed values)")->required();
@@ -305,7 +334,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*replay) return run_replay(folder, profile_path, json, known_misses);
-    if (*predict) return run_predict(profile_path, json, design, bench);
+    if (*predict) return run_predict(profile_path, json, design, trace, bench);
     return run_calibrate(folder, profile_path, out);
   } catch (const usage_error& e) {
     std::cerr << "oa-sim: " << e.what() << '\n';

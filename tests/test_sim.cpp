@@ -92,3 +92,94 @@ TEST_CASE("sim: bad graphs are refused naming the op") {
 }
 
 }  // namespace
+
+// ---- the staging engine being built, as an op graph -------------------------------------
+
+#include <algorithm>
+
+#include "sim/cases.hpp"
+#include "sim/profile.hpp"
+#include "sim/workloads.hpp"
+
+namespace {
+
+/// A profile whose host never limits: every host rate and thread count far
+/// beyond the link's, so only the copy engines and the GPU remain.
+oa_sim::profile unlimited_host() {
+  oa_sim::profile p;
+  p.path = "test";
+  for (const auto& k : oa_sim::required_parameters()) p.set(k, 1e6, "assumed", "test");
+  p.set("h2d_pinned_gbps", 10, "assumed", "test");
+  p.set("d2h_pinned_gbps", 10, "assumed", "test");
+  p.set("both_ways_pinned_gbps", 15, "assumed", "test");
+  p.set("blackscholes_kernel_ns_per_element", 0.1, "assumed", "test");
+  p.set("stage_fixed_seconds", 0, "assumed", "test");
+  p.set("op_latency_us", 10, "assumed", "test");
+  p.set("new_wait_latency_us", 5, "assumed", "test");
+  p.set("new_ring_slots", 8, "assumed", "test");
+  p.set("new_slot_mib", 32, "assumed", "test");
+  p.set("new_host_threads", 8, "assumed", "test");
+  p.set("new_prefault_threads", 4, "assumed", "test");
+  return p;
+}
+
+/// 16 chunks of 2^22 units on 4 streams: two 8-byte arrays in, one out.
+oa_sim::streaming_case stream_case() {
+  oa_sim::streaming_case c;
+  c.workload = "test";
+  c.chunk_units.assign(16, std::size_t{1} << 22);
+  c.units = 16 * c.chunk_units[0];
+  c.streams = 4;
+  c.in_unit_bytes = {8, 8};
+  c.out_unit_bytes = {8};
+  c.kernel_seconds_per_unit = 0.1e-9;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("sim: the new design streams at the link bound plus one chunk's edges when the host does not limit") {
+  oa_sim::profile p = unlimited_host();
+  const oa_sim::streaming_case c = stream_case();
+  const double in = static_cast<double>(c.in_bytes()), out = static_cast<double>(c.out_bytes());
+  const double compute = static_cast<double>(c.units) * c.kernel_seconds_per_unit;
+  // The edges: the first chunk's copy in runs alone, the last one's kernel and copy back after every copy in.
+  const double chunk_in = in / 16 / 10e9, chunk_out = out / 16 / 10e9;
+  const double edges = chunk_in + compute / 16 + chunk_out + 1e-3;  // 1 ms of op latencies
+  for (const auto how : {oa_sim::staging::pinned_host, oa_sim::staging::pinned_buffers}) {
+    CAPTURE(static_cast<int>(how));
+    SUBCASE("a link whose both-ways cap never binds (20 GB/s for 10 + 10)") {
+      // h2d 1.07 GB at 10 GB/s: 0.107 s; d2h 0.054 s; kernels 6.7 ms.
+      p.set("both_ways_pinned_gbps", 20, "assumed", "test");
+      const double bound = std::max({in / 10e9, out / 10e9, compute});
+      CHECK(bound == doctest::Approx(oa_sim::link_bound_seconds(p, in, out)));
+      CHECK(bound == doctest::Approx(oa_sim::shared_link_bound_seconds(p, in, out)));
+      oa_sim::graph g = oa_sim::new_streaming(p, c, how);
+      const double t = oa_sim::simulate(g).makespan;
+      CHECK(t >= bound);
+      CHECK(t <= bound + edges);
+    }
+    SUBCASE("a both-ways cap of 15 GB/s, shared in proportion while both directions run") {
+      // Both at 7.5 GB/s while the copies back run (0.054 GB / 7.5 = 71.6 ms), the rest of h2d alone:
+      // 0.537 GB at 10 GB/s = 53.7 ms. max(h2d / 10, total / 15) = 107 ms is out of reach.
+      const double shared = out / 7.5e9 + (in - out) / 10e9;
+      CHECK(shared == doctest::Approx(oa_sim::shared_link_bound_seconds(p, in, out)));
+      CHECK(oa_sim::link_bound_seconds(p, in, out) == doctest::Approx(std::max(in / 10e9, (in + out) / 15e9)));
+      oa_sim::graph g = oa_sim::new_streaming(p, c, how);
+      const double t = oa_sim::simulate(g).makespan;
+      CHECK(t >= shared);
+      CHECK(t <= shared + edges);
+    }
+  }
+}
+
+TEST_CASE("sim: predicted streaming cases run on the CUDA device's 4 streams unless told otherwise") {
+  const oa_sim::profile p = unlimited_host();
+  // Black-Scholes at 8x a 4 GiB budget, as the H100 run planned it: 23 chunks on 4 streams.
+  const auto c = oa_sim::plan_streaming(p, "blackscholes", 613566756, std::size_t{4} << 30, 0, false, 0);
+  CHECK(c.streams == 4);
+  CHECK(c.chunk_units.size() == 23);
+  const auto s = oa_sim::plan_streaming(p, "blackscholes", 613566756, std::size_t{4} << 30, 0, true, 0);
+  CHECK(s.streams == 1);
+  CHECK(s.chunk_units.size() == 23);
+}

@@ -34,4 +34,12 @@ double link_bound_seconds(const profile& p, double h2d_bytes, double d2h_bytes) 
                    (h2d_bytes + d2h_bytes) / (p["both_ways_pinned_gbps"] * gb)});
 }
 
+double shared_link_bound_seconds(const profile& p, double h2d_bytes, double d2h_bytes) {
+  const double rh = p["h2d_pinned_gbps"] * gb, rd = p["d2h_pinned_gbps"] * gb, cap = p["both_ways_pinned_gbps"] * gb;
+  if (rh + rd <= cap) return std::max(h2d_bytes / rh, d2h_bytes / rd);
+  const double ah = rh * cap / (rh + rd), ad = rd * cap / (rh + rd);  // each direction's rate while both run
+  const double both = std::min(h2d_bytes / ah, d2h_bytes / ad);
+  return both + (h2d_bytes - ah * both) / rh + (d2h_bytes - ad * both) / rd;
+}
+
 }  // namespace oa_sim

@@ -44,6 +44,13 @@ double gemm_step_seconds(const profile& p, std::size_t elem_bytes, std::size_t m
 /// Seconds the link needs at least for these bytes (per-direction peaks, both-ways cap).
 double link_bound_seconds(const profile& p, double h2d_bytes, double d2h_bytes);
 
+/// The least seconds when the both-ways cap is shared as the engine shares
+/// it (each direction slowed in proportion while both run): the lighter
+/// direction wholly under the heavier one, the rest of the heavier alone.
+/// Above link_bound_seconds when the cap binds: reaching that bound needs a
+/// link that favours the heavier direction.
+double shared_link_bound_seconds(const profile& p, double h2d_bytes, double d2h_bytes);
+
 /// The op graphs of the design measured on the H100 (b10d541): staging
 /// `registered` (arrays pinned with cudaHostRegister before the stage) or
 /// `pinned_buffers` (one staging buffer per stream, filled and drained by

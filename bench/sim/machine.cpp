@@ -12,7 +12,9 @@ machine::machine(const profile& p) {
   gpu = g.add_resource({"gpu compute", 0, 1, -1});
   host = g.add_resource({"issuing thread", 0, 1, -1});
   callback = g.add_resource({"cuda callback thread", 0, 1, -1});
-  pool = g.add_resource({"staging threads", 0, std::max(1, static_cast<int>(p["new_host_threads"])), memory});
+  const int threads = std::max(1, static_cast<int>(p["new_host_threads"]));
+  fill = g.add_resource({"fill threads", p["new_memcpy_gbps_per_thread"] * gb, threads, memory});
+  drain = g.add_resource({"drain threads", p["new_memcpy_gbps_per_thread"] * gb, threads, memory});
   prefault = g.add_resource({"prefault threads", p["new_prefault_gbps_per_thread"] * gb,
                              std::max(1, static_cast<int>(p["new_prefault_threads"])), memory});
 }

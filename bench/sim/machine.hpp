@@ -17,7 +17,7 @@ struct machine {
   int h2d = -1, d2h = -1, gpu = -1;  // copy engines (one cap both ways), the GPU's compute
   int host = -1;                     // the thread that issues work (registration runs there)
   int callback = -1;                 // CUDA's host-function thread: one at a time, every stream
-  int pool = -1, prefault = -1;      // new design: oa's staging threads and pre-faulting threads
+  int fill = -1, drain = -1, prefault = -1;  // new design: oa's fill, drain and pre-faulting threads
   double us = 1e-6;
 
   explicit machine(const profile& p);

@@ -1,12 +1,17 @@
 // The staging engine being built (parameters new_* of the profile): a
-// device-wide ring of pinned slots per direction; oa's host threads fill a
-// slot as soon as its previous DMA is done (ahead of the streams) and drain
-// it once its DMA is done; a DMA waits for its slot's fill through a stream
-// memory op (new_wait_latency_us), not a host function. Outputs are
-// pre-faulted by threads of their own from the stage's start, so drains
-// write touched pages. Host copies share the host's memory bandwidth
-// (host_memcpy_cap_gbps). With --host-memory pinned the arrays are the
-// caller's pinned memory: DMAs are direct, no staging.
+// device-wide ring of pinned slots per direction. A chunk's pieces take the
+// slots round-robin per direction. At a chunk's submission, fill threads
+// copy each input piece into its slot as soon as the slot's previous DMA is
+// done (the source is ready), and the stream's DMA waits for the fill
+// through a stream memory op (new_wait_latency_us), not a host function.
+// After each D2H DMA, drain threads copy the slot out, and the stream waits
+// for the chunk's drains before its next chunk. The host submits chunk j
+// once chunk j - streams is done (its device slot is free), so no piece
+// holds a ring slot while its stream is still busy with an earlier chunk.
+// Outputs are pre-faulted by threads of their own from the stage's start,
+// so drains write touched pages. Host copies share the host's memory
+// bandwidth (host_memcpy_cap_gbps). With --host-memory pinned the arrays
+// are the caller's pinned memory: DMAs are direct, no staging.
 
 #include <algorithm>
 
@@ -23,14 +28,12 @@ struct ring_copies {
   staging how;
   int start;  // the stage's setup op
   std::size_t slot_bytes, slots;
-  double thread_rate;  // one thread's memcpy: the fitted copy pool's rate over its threads
-  std::vector<int> in_dma, out_drain;
+  std::vector<int> in_dma, out_drain;  // per piece in issue order: what frees its slot
 
   ring_copies(const profile& pr, machine& mc, staging h)
       : p(pr), m(mc), how(h), start(mc.setup(pr)),
         slot_bytes(static_cast<std::size_t>(pr["new_slot_mib"] * 1048576.0)),
-        slots(static_cast<std::size_t>(std::max(1.0, pr["new_ring_slots"]))),
-        thread_rate(pr["staging_fill_gbps"] / std::max(1.0, pr["copy_pool_threads"]) * gb) {}
+        slots(static_cast<std::size_t>(std::max(1.0, pr["new_ring_slots"]))) {}
 
   /// Pre-faults `bytes` of an output; returns the op its drains wait for.
   int prefault(std::size_t bytes, const std::string& what) {
@@ -38,32 +41,42 @@ struct ring_copies {
     return m.g.add({"prefault " + what, m.prefault, static_cast<double>(bytes), 0, 0, {start}});
   }
 
-  void in(stream& s, std::size_t width, std::size_t rows, const std::string& what) {
+  /// Copies in on `s`; the fills start at `submitted` (the chunk's submission).
+  void in(stream& s, std::size_t bytes, int submitted, const std::string& what) {
     const double wait = p["new_wait_latency_us"] * m.us, lat = p["op_latency_us"] * m.us;
     if (how == staging::pinned_host) {
-      s.add({"h2d " + what, m.h2d, static_cast<double>(width * rows), 0, lat, {}});
+      s.add({"h2d " + what, m.h2d, static_cast<double>(bytes), 0, lat, {}});
       return;
     }
-    for (std::size_t b : pieces(width * rows, slot_bytes)) {
-      std::vector<int> deps{start};
+    for (std::size_t b : pieces(bytes, slot_bytes)) {
+      std::vector<int> deps{submitted};
       if (in_dma.size() >= slots) deps.push_back(in_dma[in_dma.size() - slots]);  // the slot is free
-      const int fill = m.g.add({"fill " + what, m.pool, static_cast<double>(b), thread_rate, lat, deps});
+      const int fill = m.g.add({"fill " + what, m.fill, static_cast<double>(b), 0, 0, deps});
       in_dma.push_back(s.add({"h2d " + what, m.h2d, static_cast<double>(b), 0, wait, {fill}}));
     }
   }
 
-  void out(stream& s, std::size_t width, std::size_t rows, int faulted, const std::string& what) {
+  /// Copies out on `s`; returns the drains the stream waits for before its next work.
+  std::vector<int> out(stream& s, std::size_t bytes, int faulted, const std::string& what) {
     const double lat = p["op_latency_us"] * m.us;
     if (how == staging::pinned_host) {
-      s.add({"d2h " + what, m.d2h, static_cast<double>(width * rows), 0, lat, {}});
-      return;
+      s.add({"d2h " + what, m.d2h, static_cast<double>(bytes), 0, lat, {}});
+      return {};
     }
-    for (std::size_t b : pieces(width * rows, slot_bytes)) {
+    std::vector<int> drains;
+    for (std::size_t b : pieces(bytes, slot_bytes)) {
       std::vector<int> deps;
       if (out_drain.size() >= slots) deps.push_back(out_drain[out_drain.size() - slots]);  // the slot is drained
       const int dma = s.add({"d2h " + what, m.d2h, static_cast<double>(b), 0, lat, deps});
-      out_drain.push_back(m.g.add({"drain " + what, m.pool, static_cast<double>(b), thread_rate, lat, {dma, faulted}}));
+      out_drain.push_back(m.g.add({"drain " + what, m.drain, static_cast<double>(b), 0, 0, {dma, faulted}}));
+      drains.push_back(out_drain.back());
     }
+    return drains;
+  }
+
+  /// The stream waits for `drains` (a stream memory op on their counter).
+  void wait_for(stream& s, std::vector<int> drains, const std::string& what) {
+    if (!drains.empty()) s.add({"drained " + what, -1, 0, 0, p["new_wait_latency_us"] * m.us, std::move(drains)});
   }
 };
 
@@ -82,10 +95,14 @@ graph new_streaming(const profile& p, const streaming_case& c, staging how) {
     stream& s = streams[i % streams.size()];
     const std::size_t u = c.chunk_units[i];
     const std::string tag = "chunk " + std::to_string(i);
-    s.add({tag + " issued", -1, 0, 0, 0, {ring.start}});
-    for (std::size_t b : c.in_unit_bytes) ring.in(s, b * u, 1, tag);
+    // Submitted once the stream's previous chunk is done (stream order), drains included.
+    const int submitted = s.add({tag + " submitted", -1, 0, 0, 0, {ring.start}});
+    for (std::size_t b : c.in_unit_bytes) ring.in(s, b * u, submitted, tag);
     s.add({"kernel " + tag, m.gpu, static_cast<double>(u), 1.0 / c.kernel_seconds_per_unit, lat, {}});
-    for (std::size_t k = 0; k < c.out_unit_bytes.size(); ++k) ring.out(s, c.out_unit_bytes[k] * u, 1, faulted[i][k], tag);
+    std::vector<int> drains;
+    for (std::size_t k = 0; k < c.out_unit_bytes.size(); ++k)
+      for (int d : ring.out(s, c.out_unit_bytes[k] * u, faulted[i][k], tag)) drains.push_back(d);
+    ring.wait_for(s, drains, tag);
   }
   return std::move(m.g);
 }
@@ -121,9 +138,12 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
         if (s >= ahead) waits.push_back(done[s - ahead]);  // the step's device buffers are free
         if (pl.hold == oa::detail::held_panel::a_rows && load_a && a_last[kk] >= 0) waits.push_back(a_last[kk]);
         if (pl.hold == oa::detail::held_panel::b_cols && load_b && b_last[kk] >= 0) waits.push_back(b_last[kk]);
-        in.add({"wait " + tag, -1, 0, 0, 0, waits});
-        if (load_a) ring.in(in, mi * eb, kl, "A " + tag);
-        if (load_b) ring.in(in, kl * eb, nj, "B " + tag);
+        // Submitted when the step's device buffers are free; its fills need not wait for the stream.
+        waits.push_back(ring.start);
+        const int submitted = m.g.add({"submit " + tag, -1, 0, 0, 0, waits});
+        in.add({"wait " + tag, -1, 0, 0, 0, {submitted}});
+        if (load_a) ring.in(in, mi * eb * kl, submitted, "A " + tag);
+        if (load_b) ring.in(in, kl * eb * nj, submitted, "B " + tag);
         std::vector<int> rw{in.last()};
         const std::size_t cb = static_cast<std::size_t>(std::max(pl.c_buffers, 0));
         if (kk == 0 && cb > 0 && t >= cb) rw.push_back(c_free[t - cb]);
@@ -133,8 +153,9 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
         if (pl.hold == oa::detail::held_panel::b_cols) b_last[kk] = done.back();
       }
       out.add({"wait " + tag, -1, 0, 0, 0, {done.back()}});
-      ring.out(out, mi * eb, nj, faulted[t], "C " + tag);
-      c_free.push_back(out.last());
+      std::vector<int> drains = ring.out(out, mi * eb * nj, faulted[t], "C " + tag);
+      c_free.push_back(out.last());  // the tile's C buffer is free once copied out
+      ring.wait_for(out, std::move(drains), "C " + tag);
     }
   return std::move(m.g);
 }

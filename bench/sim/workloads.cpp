@@ -64,8 +64,10 @@ streaming_case plan_streaming(const profile& p, const std::string& workload, std
                               std::size_t budget, int streams, bool sequential, std::size_t chunk_bytes) {
   const stage_shape shape = streaming_shape(workload);
   oa::detail::slot_memory slot{shape.buffer_unit_bytes, 0, 1, {}};
+  // As stage_plan.cpp: no --streams is the device's preferred count, planned for even when sequential.
+  const int want = streams > 0 ? streams : cuda_preferred_streams;
   const oa::detail::chunk_plan plan =
-      oa::detail::plan_chunks(elements, slot, budget, streams, chunk_bytes, "oa-sim " + workload);
+      oa::detail::plan_chunks(elements, slot, budget, want, chunk_bytes, "oa-sim " + workload);
   streaming_case c;
   c.workload = workload;
   c.units = elements;

@@ -17,7 +17,11 @@ struct stage_shape {
 };
 stage_shape streaming_shape(const std::string& workload);
 
-/// A streaming case chunked by oa's planner (plan_chunks) under `budget`.
+/// cuda_device::preferred_streams(): the streams a stage gets when --streams is not given.
+constexpr int cuda_preferred_streams = 4;
+
+/// A streaming case chunked by oa's planner (plan_chunks) under `budget`;
+/// `streams` 0 is the CUDA device's preferred count.
 streaming_case plan_streaming(const profile& p, const std::string& workload, std::size_t elements,
                               std::size_t budget, int streams, bool sequential, std::size_t chunk_bytes);
 
