@@ -1,0 +1,45 @@
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+
+#include "sim/cases.hpp"
+#include "sim/machine.hpp"
+
+namespace oa_sim {
+
+std::size_t streaming_case::in_bytes() const {
+  return units * std::accumulate(in_unit_bytes.begin(), in_unit_bytes.end(), std::size_t{0});
+}
+std::size_t streaming_case::out_bytes() const {
+  return units * std::accumulate(out_unit_bytes.begin(), out_unit_bytes.end(), std::size_t{0});
+}
+
+std::vector<std::size_t> even_chunks(std::size_t units, std::size_t chunks) {
+  if (chunks == 0) throw std::invalid_argument("oa_sim::even_chunks: chunks must be > 0");
+  const std::size_t per = (units + chunks - 1) / chunks;
+  std::vector<std::size_t> out;
+  for (std::size_t u = 0; u < units; u += per) out.push_back(std::min(per, units - u));
+  return out;
+}
+
+double gemm_step_seconds(const profile& p, std::size_t elem_bytes, std::size_t m, std::size_t n, std::size_t k) {
+  const double rate = p[elem_bytes == 4 ? "cublas_float_tflops" : "cublas_double_tflops"] * 1e12;
+  const double smallest = static_cast<double>(std::min({m, n, k}));
+  const double eff = p["gemm_tile_efficiency"] * smallest / (smallest + p["gemm_small_tile_dim"]);
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / (rate * eff);
+}
+
+double link_bound_seconds(const profile& p, double h2d_bytes, double d2h_bytes) {
+  return std::max({h2d_bytes / (p["h2d_pinned_gbps"] * gb), d2h_bytes / (p["d2h_pinned_gbps"] * gb),
+                   (h2d_bytes + d2h_bytes) / (p["both_ways_pinned_gbps"] * gb)});
+}
+
+double shared_link_bound_seconds(const profile& p, double h2d_bytes, double d2h_bytes) {
+  const double rh = p["h2d_pinned_gbps"] * gb, rd = p["d2h_pinned_gbps"] * gb, cap = p["both_ways_pinned_gbps"] * gb;
+  if (rh + rd <= cap) return std::max(h2d_bytes / rh, d2h_bytes / rd);
+  const double ah = rh * cap / (rh + rd), ad = rd * cap / (rh + rd);  // each direction's rate while both run
+  const double both = std::min(h2d_bytes / ah, d2h_bytes / ad);
+  return both + (h2d_bytes - ah * both) / rh + (d2h_bytes - ad * both) / rd;
+}
+
+}  // namespace oa_sim

@@ -1,0 +1,30 @@
+#include "sim/machine.hpp"
+
+#include <algorithm>
+
+namespace oa_sim {
+
+machine::machine(const profile& p) {
+  const int link = g.add_group({"link both ways", p["both_ways_pinned_gbps"] * gb});
+  const int memory = g.add_group({"host memory copies", p["host_memcpy_cap_gbps"] * gb});
+  h2d = g.add_resource({"h2d engine", p["h2d_pinned_gbps"] * gb, 1, link});
+  d2h = g.add_resource({"d2h engine", p["d2h_pinned_gbps"] * gb, 1, link});
+  gpu = g.add_resource({"gpu compute", 0, 1, -1});
+  host = g.add_resource({"issuing thread", 0, 1, -1});
+  callback = g.add_resource({"cuda callback thread", 0, 1, -1});
+  const int threads = std::max(1, static_cast<int>(p["new_host_threads"]));
+  fill = g.add_resource({"fill threads", p["new_memcpy_gbps_per_thread"] * gb, threads, memory});
+  drain = g.add_resource({"drain threads", p["new_memcpy_gbps_per_thread"] * gb, threads, memory});
+  prefault = g.add_resource({"prefault threads", p["new_prefault_gbps_per_thread"] * gb,
+                             std::max(1, static_cast<int>(p["new_prefault_threads"])), memory});
+}
+
+int machine::setup(const profile& p) { return g.add({"stage setup", -1, 0, 0, p["stage_fixed_seconds"], {}}); }
+
+std::vector<std::size_t> pieces(std::size_t bytes, std::size_t cap) {
+  std::vector<std::size_t> out;
+  for (std::size_t b = 0; b < bytes; b += cap) out.push_back(std::min(cap, bytes - b));
+  return out;
+}
+
+}  // namespace oa_sim

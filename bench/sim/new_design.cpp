@@ -1,0 +1,163 @@
+// The staging engine being built (parameters new_* of the profile): a
+// device-wide ring of pinned slots per direction. A chunk's pieces take the
+// slots round-robin per direction. At a chunk's submission, fill threads
+// copy each input piece into its slot as soon as the slot's previous DMA is
+// done (the source is ready), and the stream's DMA waits for the fill
+// through a stream memory op (new_wait_latency_us), not a host function.
+// After each D2H DMA, drain threads copy the slot out, and the stream waits
+// for the chunk's drains before its next chunk. The host submits chunk j
+// once chunk j - streams is done (its device slot is free), so no piece
+// holds a ring slot while its stream is still busy with an earlier chunk.
+// Outputs are pre-faulted by threads of their own from the stage's start,
+// so drains write touched pages. Host copies share the host's memory
+// bandwidth (host_memcpy_cap_gbps). With --host-memory pinned the arrays
+// are the caller's pinned memory: DMAs are direct, no staging.
+
+#include <algorithm>
+
+#include "sim/cases.hpp"
+#include "sim/machine.hpp"
+
+namespace oa_sim {
+
+namespace {
+
+struct ring_copies {
+  const profile& p;
+  machine& m;
+  staging how;
+  int start;  // the stage's setup op
+  std::size_t slot_bytes, slots;
+  std::vector<int> in_dma, out_drain;  // per piece in issue order: what frees its slot
+
+  ring_copies(const profile& pr, machine& mc, staging h)
+      : p(pr), m(mc), how(h), start(mc.setup(pr)),
+        slot_bytes(static_cast<std::size_t>(pr["new_slot_mib"] * 1048576.0)),
+        slots(static_cast<std::size_t>(std::max(1.0, pr["new_ring_slots"]))) {}
+
+  /// Pre-faults `bytes` of an output; returns the op its drains wait for.
+  int prefault(std::size_t bytes, const std::string& what) {
+    if (how == staging::pinned_host) return start;
+    return m.g.add({"prefault " + what, m.prefault, static_cast<double>(bytes), 0, 0, {start}});
+  }
+
+  /// Copies in on `s`; the fills start at `submitted` (the chunk's submission).
+  void in(stream& s, std::size_t bytes, int submitted, const std::string& what) {
+    const double wait = p["new_wait_latency_us"] * m.us, lat = p["op_latency_us"] * m.us;
+    if (how == staging::pinned_host) {
+      s.add({"h2d " + what, m.h2d, static_cast<double>(bytes), 0, lat, {}});
+      return;
+    }
+    for (std::size_t b : pieces(bytes, slot_bytes)) {
+      std::vector<int> deps{submitted};
+      if (in_dma.size() >= slots) deps.push_back(in_dma[in_dma.size() - slots]);  // the slot is free
+      const int fill = m.g.add({"fill " + what, m.fill, static_cast<double>(b), 0, 0, deps});
+      in_dma.push_back(s.add({"h2d " + what, m.h2d, static_cast<double>(b), 0, wait, {fill}}));
+    }
+  }
+
+  /// Copies out on `s`; returns the drains the stream waits for before its next work.
+  std::vector<int> out(stream& s, std::size_t bytes, int faulted, const std::string& what) {
+    const double lat = p["op_latency_us"] * m.us;
+    if (how == staging::pinned_host) {
+      s.add({"d2h " + what, m.d2h, static_cast<double>(bytes), 0, lat, {}});
+      return {};
+    }
+    std::vector<int> drains;
+    for (std::size_t b : pieces(bytes, slot_bytes)) {
+      std::vector<int> deps;
+      if (out_drain.size() >= slots) deps.push_back(out_drain[out_drain.size() - slots]);  // the slot is drained
+      const int dma = s.add({"d2h " + what, m.d2h, static_cast<double>(b), 0, lat, deps});
+      out_drain.push_back(m.g.add({"drain " + what, m.drain, static_cast<double>(b), 0, 0, {dma, faulted}}));
+      drains.push_back(out_drain.back());
+    }
+    return drains;
+  }
+
+  /// The stream waits for `drains` (a stream memory op on their counter).
+  void wait_for(stream& s, std::vector<int> drains, const std::string& what) {
+    if (!drains.empty()) s.add({"drained " + what, -1, 0, 0, p["new_wait_latency_us"] * m.us, std::move(drains)});
+  }
+};
+
+}  // namespace
+
+graph new_streaming(const profile& p, const streaming_case& c, staging how) {
+  machine m(p);
+  ring_copies ring(p, m, how);
+  std::vector<std::vector<int>> faulted(c.chunk_units.size());
+  for (std::size_t i = 0; i < c.chunk_units.size(); ++i)
+    for (std::size_t b : c.out_unit_bytes)
+      faulted[i].push_back(ring.prefault(b * c.chunk_units[i], "chunk " + std::to_string(i)));
+  std::vector<stream> streams(static_cast<std::size_t>(std::max(c.streams, 1)), stream(m.g));
+  const double lat = p["op_latency_us"] * m.us;
+  for (std::size_t i = 0; i < c.chunk_units.size(); ++i) {
+    stream& s = streams[i % streams.size()];
+    const std::size_t u = c.chunk_units[i];
+    const std::string tag = "chunk " + std::to_string(i);
+    // Submitted once the stream's previous chunk is done (stream order), drains included.
+    const int submitted = s.add({tag + " submitted", -1, 0, 0, 0, {ring.start}});
+    for (std::size_t b : c.in_unit_bytes) ring.in(s, b * u, submitted, tag);
+    s.add({"kernel " + tag, m.gpu, static_cast<double>(u), 1.0 / c.kernel_seconds_per_unit, lat, {}});
+    std::vector<int> drains;
+    for (std::size_t k = 0; k < c.out_unit_bytes.size(); ++k)
+      for (int d : ring.out(s, c.out_unit_bytes[k] * u, faulted[i][k], tag)) drains.push_back(d);
+    ring.wait_for(s, drains, tag);
+  }
+  return std::move(m.g);
+}
+
+graph new_gemm(const profile& p, const gemm_case& c, staging how) {
+  machine m(p);
+  ring_copies ring(p, m, how);
+  const auto& pl = c.plan;
+  const std::size_t eb = c.elem_bytes, n = c.n;
+  const std::size_t KS = pl.steps_k(), TM = pl.tiles_m(), TN = pl.tiles_n();
+  const bool cols_outer = pl.hold == oa::detail::held_panel::b_cols;
+  // C's tiles are pre-faulted in the order they are written back.
+  std::vector<int> faulted;
+  for (std::size_t t = 0; t < TM * TN; ++t)
+    faulted.push_back(ring.prefault(pl.mt * pl.nt * eb, "C tile " + std::to_string(t)));
+  stream in(m.g), run(m.g), out(m.g);
+  in.add({"issued", -1, 0, 0, 0, {ring.start}});
+  const double lat = p["op_latency_us"] * m.us;
+  const std::size_t ahead = static_cast<std::size_t>(std::max(2.0, p["new_gemm_lookahead_steps"]));
+  std::vector<int> done, c_free, a_last(KS, -1), b_last(KS, -1);
+  std::size_t t = 0;
+  for (std::size_t p0 = 0; p0 < (cols_outer ? TN : TM); ++p0)
+    for (std::size_t q = 0; q < (cols_outer ? TM : TN); ++q, ++t) {
+      const std::size_t ti = cols_outer ? q : p0, tj = cols_outer ? p0 : q;
+      const std::size_t mi = std::min(pl.mt, n - ti * pl.mt), nj = std::min(pl.nt, n - tj * pl.nt);
+      const bool first_in_line = q == 0;
+      const std::string tag = "tile " + std::to_string(t);
+      for (std::size_t kk = 0; kk < KS; ++kk) {
+        const std::size_t s = t * KS + kk, kl = std::min(pl.kt, n - kk * pl.kt);
+        const bool load_a = pl.hold != oa::detail::held_panel::a_rows || first_in_line || t == 0;
+        const bool load_b = pl.hold != oa::detail::held_panel::b_cols || first_in_line || t == 0;
+        std::vector<int> waits;
+        if (s >= ahead) waits.push_back(done[s - ahead]);  // the step's device buffers are free
+        if (pl.hold == oa::detail::held_panel::a_rows && load_a && a_last[kk] >= 0) waits.push_back(a_last[kk]);
+        if (pl.hold == oa::detail::held_panel::b_cols && load_b && b_last[kk] >= 0) waits.push_back(b_last[kk]);
+        // Submitted when the step's device buffers are free; its fills need not wait for the stream.
+        waits.push_back(ring.start);
+        const int submitted = m.g.add({"submit " + tag, -1, 0, 0, 0, waits});
+        in.add({"wait " + tag, -1, 0, 0, 0, {submitted}});
+        if (load_a) ring.in(in, mi * eb * kl, submitted, "A " + tag);
+        if (load_b) ring.in(in, kl * eb * nj, submitted, "B " + tag);
+        std::vector<int> rw{in.last()};
+        const std::size_t cb = static_cast<std::size_t>(std::max(pl.c_buffers, 0));
+        if (kk == 0 && cb > 0 && t >= cb) rw.push_back(c_free[t - cb]);
+        run.add({"wait " + tag, -1, 0, 0, 0, rw});
+        done.push_back(run.add({"gemm " + tag, m.gpu, gemm_step_seconds(p, eb, mi, nj, kl), 1.0, lat, {}}));
+        if (pl.hold == oa::detail::held_panel::a_rows) a_last[kk] = done.back();
+        if (pl.hold == oa::detail::held_panel::b_cols) b_last[kk] = done.back();
+      }
+      out.add({"wait " + tag, -1, 0, 0, 0, {done.back()}});
+      std::vector<int> drains = ring.out(out, mi * eb * nj, faulted[t], "C " + tag);
+      c_free.push_back(out.last());  // the tile's C buffer is free once copied out
+      ring.wait_for(out, std::move(drains), "C " + tag);
+    }
+  return std::move(m.g);
+}
+
+}  // namespace oa_sim

@@ -1,0 +1,111 @@
+#include "sim/workloads.hpp"
+
+#include <Eigen/Core>
+#include <oa/annotations/eigen_array.hpp>
+#include <oa/oa.hpp>
+#include <stdexcept>
+#include <vector>
+
+#include "core/planner.hpp"
+#include "../workloads.hpp"  // bench/workloads.hpp: the workloads as oa-bench runs them
+
+namespace oa_sim {
+
+namespace {
+
+using lazy_array = oa::lazy<Eigen::ArrayXd>;
+
+/// Records the workload's calls over `inputs` arrays of a few elements.
+std::vector<lazy_array> record(const std::string& workload, std::vector<Eigen::ArrayXd>& in) {
+  std::vector<lazy_array> h;
+  for (auto& x : in) h.push_back(oa::ref(x));
+  std::vector<lazy_array> out;
+  if (workload == "blackscholes") {
+    out.resize(2);
+    oa_workloads::blackscholes(h[0], h[1], h[2], h[3], h[4], out[0], out[1]);
+  } else if (workload == "haversine") {
+    out.resize(1);
+    oa_workloads::haversine(h[0], h[1], out[0]);
+  } else {
+    throw std::invalid_argument("oa_sim::streaming_shape: workload '" + workload +
+                                "' is not modelled (blackscholes, haversine, gemm)");
+  }
+  return out;
+}
+
+}  // namespace
+
+stage_shape streaming_shape(const std::string& workload) {
+  const std::size_t inputs = workload == "blackscholes" ? 5 : 2;
+  std::vector<Eigen::ArrayXd> in(inputs, Eigen::ArrayXd::Constant(64, 0.5));
+  auto& graph = *oa::detail::current_graph();
+  if (!graph.empty()) throw std::logic_error("oa_sim::streaming_shape: calls pending before recording");
+  std::vector<lazy_array> held = record(workload, in);  // the outputs are held: written back
+  std::vector<oa::detail::call_node> nodes = graph.take_pending();
+  const auto live = oa::detail::live_calls(nodes);
+  const auto stages = oa::detail::form_stages(nodes, live);
+  if (stages.size() != 1) throw std::logic_error("oa_sim::streaming_shape: " + workload + " is not one stage");
+  const auto needed = oa::detail::values_needed_on_host(nodes, live, stages);
+  const auto L = oa::detail::layout_stage(stages[0], nodes, oa::detail::placement_mode::fused, needed);
+  stage_shape s;
+  for (const auto& v : L.values) {
+    if (v.cls == oa::detail::value_class::input) s.in_unit_bytes.push_back(v.v->shape.unit_bytes());
+    if (v.cls == oa::detail::value_class::output) s.out_unit_bytes.push_back(v.v->shape.unit_bytes());
+  }
+  s.buffer_unit_bytes = L.buffer_unit_bytes;
+  return s;
+}
+
+double kernel_seconds_per_unit(const profile& p, const std::string& workload) {
+  return p[workload + "_kernel_ns_per_element"] * 1e-9;
+}
+
+streaming_case plan_streaming(const profile& p, const std::string& workload, std::size_t elements,
+                              std::size_t budget, int streams, bool sequential, std::size_t chunk_bytes) {
+  const stage_shape shape = streaming_shape(workload);
+  oa::detail::slot_memory slot{shape.buffer_unit_bytes, 0, 1, {}};
+  // As stage_plan.cpp: no --streams is the device's preferred count, planned for even when sequential.
+  const int want = streams > 0 ? streams : cuda_preferred_streams;
+  const oa::detail::chunk_plan plan =
+      oa::detail::plan_chunks(elements, slot, budget, want, chunk_bytes, "oa-sim " + workload);
+  streaming_case c;
+  c.workload = workload;
+  c.units = elements;
+  c.chunk_units = even_chunks(elements, plan.chunks);
+  c.streams = sequential ? 1 : std::max(plan.streams, 1);
+  c.in_unit_bytes = shape.in_unit_bytes;
+  c.out_unit_bytes = shape.out_unit_bytes;
+  c.kernel_seconds_per_unit = kernel_seconds_per_unit(p, workload);
+  return c;
+}
+
+gemm_case plan_gemm(std::size_t n, std::size_t elem_bytes, std::size_t budget, bool sequential,
+                    std::size_t chunk_bytes) {
+  oa::detail::tiling_problem prob{n, n, n, elem_bytes, false, budget, 1};
+  if (chunk_bytes) prob.budget = std::min(prob.budget, chunk_bytes);
+  gemm_case c;
+  c.n = n;
+  c.elem_bytes = elem_bytes;
+  c.plan = oa::detail::plan_tiles(prob);
+  c.sequential = sequential;
+  return c;
+}
+
+streaming_case recorded_streaming(const profile& p, const nlohmann::json& r) {
+  streaming_case c;
+  c.workload = r.at("workload").get<std::string>();
+  c.units = r.at("elements").get<std::size_t>();
+  c.chunk_units = even_chunks(c.units, std::max<std::size_t>(r.at("chunks").get<std::size_t>(), 1));
+  c.streams = r.at("mode") == "sequential" ? 1 : std::max(r.at("streams").get<int>(), 1);
+  // The arrays' element sizes from the planner's layout; their count from the record's bytes.
+  const stage_shape shape = streaming_shape(c.workload);
+  c.in_unit_bytes = shape.in_unit_bytes;
+  c.out_unit_bytes = shape.out_unit_bytes;
+  if (c.in_bytes() != r.at("h2d_bytes").get<std::size_t>() || c.out_bytes() != r.at("d2h_bytes").get<std::size_t>())
+    throw std::runtime_error("oa_sim::recorded_streaming: " + c.workload + " at " + std::to_string(c.units) +
+                             " elements moved other bytes than the planner's layout says");
+  c.kernel_seconds_per_unit = kernel_seconds_per_unit(p, c.workload);
+  return c;
+}
+
+}  // namespace oa_sim

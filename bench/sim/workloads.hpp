@@ -1,0 +1,38 @@
+#pragma once
+// Cases from oa's own planner (predict) and from a run's records (replay).
+
+#include <cstddef>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "sim/cases.hpp"
+
+namespace oa_sim {
+
+/// Bytes per element of a streaming workload's stage as the CUDA device lays
+/// it out (fused kernel): its lazy calls recorded on a tiny array, taken
+/// before they run, laid out by oa's planner (layout_stage).
+struct stage_shape {
+  std::vector<std::size_t> in_unit_bytes, out_unit_bytes, buffer_unit_bytes;
+};
+stage_shape streaming_shape(const std::string& workload);
+
+/// cuda_device::preferred_streams(): the streams a stage gets when --streams is not given.
+constexpr int cuda_preferred_streams = 4;
+
+/// A streaming case chunked by oa's planner (plan_chunks) under `budget`;
+/// `streams` 0 is the CUDA device's preferred count.
+streaming_case plan_streaming(const profile& p, const std::string& workload, std::size_t elements,
+                              std::size_t budget, int streams, bool sequential, std::size_t chunk_bytes);
+
+/// A product's case tiled by oa's planner (plan_tiles) under `budget`.
+gemm_case plan_gemm(std::size_t n, std::size_t elem_bytes, std::size_t budget, bool sequential,
+                    std::size_t chunk_bytes);
+
+/// A streaming case as a record ran it: its chunks, streams and bytes.
+streaming_case recorded_streaming(const profile& p, const nlohmann::json& record);
+
+/// The kernel seconds per element a profile gives a workload.
+double kernel_seconds_per_unit(const profile& p, const std::string& workload);
+
+}  // namespace oa_sim

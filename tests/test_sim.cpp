@@ -1,0 +1,185 @@
+// oa-sim's engine on cases computed by hand: a two-chunk pipeline's
+// makespan, the link's both-ways cap, CUDA's one callback thread serialising
+// two streams' fills, and per-op latency.
+
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "sim/engine.hpp"
+
+namespace {
+
+using oa_sim::graph;
+using oa_sim::op;
+using oa_sim::simulate;
+using oa_sim::stream;
+
+constexpr double eps = 1e-9;
+
+TEST_CASE("sim: a two-chunk pipeline overlaps the second copy-in with the first kernel") {
+  graph g;
+  const int h2d = g.add_resource({"h2d", 10, 1, -1}), gpu = g.add_resource({"gpu", 5, 1, -1}),
+            d2h = g.add_resource({"d2h", 10, 1, -1});
+  stream s0(g), s1(g);
+  // chunk 0 on stream 0, chunk 1 on stream 1: copy 10 units (1 s), kernel 10 units (2 s), copy back 10 (1 s).
+  for (stream* s : {&s0, &s1}) {
+    s->add({"in", h2d, 10, 0, 0, {}});
+    s->add({"kernel", gpu, 10, 0, 0, {}});
+    s->add({"out", d2h, 10, 0, 0, {}});
+  }
+  // in0 [0,1], k0 [1,3], in1 [1,2], k1 [3,5] (gpu busy), out0 [3,4], out1 [5,6].
+  const auto r = simulate(g);
+  CHECK(r.makespan == doctest::Approx(6.0).epsilon(eps));
+  CHECK(g.at(4).start == doctest::Approx(3.0));  // kernel 1 waits for the GPU
+  CHECK(r.busy[static_cast<std::size_t>(gpu)] == doctest::Approx(4.0));
+}
+
+TEST_CASE("sim: copies both ways share the link's cap") {
+  graph g;
+  const int link = g.add_group({"link", 15});
+  const int h2d = g.add_resource({"h2d", 10, 1, link}), d2h = g.add_resource({"d2h", 10, 1, link});
+  g.add({"in", h2d, 10, 0, 0, {}});
+  g.add({"out", d2h, 20, 0, 0, {}});
+  // Together 20 > 15: each at 7.5 until "in" ends at 10/7.5 = 1.333 s (out has 10 left), then out alone at 10: +1 s.
+  const auto r = simulate(g);
+  CHECK(g.at(0).end == doctest::Approx(4.0 / 3.0));
+  CHECK(r.makespan == doctest::Approx(4.0 / 3.0 + 1.0));
+}
+
+TEST_CASE("sim: one callback thread serialises two streams' fills, each stream's DMA after its own fill") {
+  graph g;
+  const int cb = g.add_resource({"callback", 4, 1, -1}), h2d = g.add_resource({"h2d", 8, 1, -1});
+  stream a(g), b(g);
+  a.add({"fill a", cb, 4, 0, 0, {}});  // [0,1]
+  b.add({"fill b", cb, 4, 0, 0, {}});  // [1,2]: waits for the thread, not for stream a
+  a.add({"dma a", h2d, 8, 0, 0, {}});  // [1,2]
+  b.add({"dma b", h2d, 8, 0, 0, {}});  // [2,3]
+  const auto r = simulate(g);
+  CHECK(g.at(1).start == doctest::Approx(1.0));
+  CHECK(g.at(2).start == doctest::Approx(1.0));
+  CHECK(r.makespan == doctest::Approx(3.0));
+  // With two callback threads the fills would overlap: 2 s.
+  graph g2;
+  const int cb2 = g2.add_resource({"callback", 4, 2, -1}), h2d2 = g2.add_resource({"h2d", 8, 1, -1});
+  stream a2(g2), b2(g2);
+  a2.add({"fill a", cb2, 4, 0, 0, {}});
+  b2.add({"fill b", cb2, 4, 0, 0, {}});
+  a2.add({"dma a", h2d2, 8, 0, 0, {}});
+  b2.add({"dma b", h2d2, 8, 0, 0, {}});
+  CHECK(simulate(g2).makespan == doctest::Approx(3.0));  // the DMA engine is now the limit: fills end at 1, DMAs 1-2, 2-3
+}
+
+TEST_CASE("sim: latency delays an op after its dependencies without holding its resource") {
+  graph g;
+  const int r = g.add_resource({"engine", 1, 1, -1});
+  const int a = g.add({"a", r, 1, 0, 0.5, {}});       // [0.5, 1.5]
+  g.add({"b", r, 1, 0, 0.25, {a}});                   // ready 1.75, [1.75, 2.75]
+  g.add({"c", r, 0.5, 0, 0, {}});                     // [0, 0.5]: runs during a's latency
+  const auto out = simulate(g);
+  CHECK(g.at(2).start == doctest::Approx(0.0));
+  CHECK(g.at(0).start == doctest::Approx(0.5));
+  CHECK(g.at(1).start == doctest::Approx(1.75));
+  CHECK(out.makespan == doctest::Approx(2.75));
+}
+
+TEST_CASE("sim: bad graphs are refused naming the op") {
+  graph g;
+  const int r = g.add_resource({"engine", 0, 1, -1});
+  CHECK_THROWS_AS(g.add({"no rate", r, 1, 0, 0, {}}), std::invalid_argument);
+  CHECK_THROWS_AS(g.add({"later dep", -1, 0, 0, 0, {3}}), std::invalid_argument);
+  CHECK_THROWS_AS(g.add({"unknown resource", 7, 0, 0, 0, {}}), std::invalid_argument);
+}
+
+}  // namespace
+
+// ---- the staging engine being built, as an op graph -------------------------------------
+
+#include <algorithm>
+
+#include "sim/cases.hpp"
+#include "sim/profile.hpp"
+#include "sim/workloads.hpp"
+
+namespace {
+
+/// A profile whose host never limits: every host rate and thread count far
+/// beyond the link's, so only the copy engines and the GPU remain.
+oa_sim::profile unlimited_host() {
+  oa_sim::profile p;
+  p.path = "test";
+  for (const auto& k : oa_sim::required_parameters()) p.set(k, 1e6, "assumed", "test");
+  p.set("h2d_pinned_gbps", 10, "assumed", "test");
+  p.set("d2h_pinned_gbps", 10, "assumed", "test");
+  p.set("both_ways_pinned_gbps", 15, "assumed", "test");
+  p.set("blackscholes_kernel_ns_per_element", 0.1, "assumed", "test");
+  p.set("stage_fixed_seconds", 0, "assumed", "test");
+  p.set("op_latency_us", 10, "assumed", "test");
+  p.set("new_wait_latency_us", 5, "assumed", "test");
+  p.set("new_ring_slots", 8, "assumed", "test");
+  p.set("new_slot_mib", 32, "assumed", "test");
+  p.set("new_host_threads", 8, "assumed", "test");
+  p.set("new_prefault_threads", 4, "assumed", "test");
+  return p;
+}
+
+/// 16 chunks of 2^22 units on 4 streams: two 8-byte arrays in, one out.
+oa_sim::streaming_case stream_case() {
+  oa_sim::streaming_case c;
+  c.workload = "test";
+  c.chunk_units.assign(16, std::size_t{1} << 22);
+  c.units = 16 * c.chunk_units[0];
+  c.streams = 4;
+  c.in_unit_bytes = {8, 8};
+  c.out_unit_bytes = {8};
+  c.kernel_seconds_per_unit = 0.1e-9;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("sim: the new design streams at the link bound plus one chunk's edges when the host does not limit") {
+  oa_sim::profile p = unlimited_host();
+  const oa_sim::streaming_case c = stream_case();
+  const double in = static_cast<double>(c.in_bytes()), out = static_cast<double>(c.out_bytes());
+  const double compute = static_cast<double>(c.units) * c.kernel_seconds_per_unit;
+  // The edges: the first chunk's copy in runs alone, the last one's kernel and copy back after every copy in.
+  const double chunk_in = in / 16 / 10e9, chunk_out = out / 16 / 10e9;
+  const double edges = chunk_in + compute / 16 + chunk_out + 1e-3;  // 1 ms of op latencies
+  for (const auto how : {oa_sim::staging::pinned_host, oa_sim::staging::pinned_buffers}) {
+    CAPTURE(static_cast<int>(how));
+    SUBCASE("a link whose both-ways cap never binds (20 GB/s for 10 + 10)") {
+      // h2d 1.07 GB at 10 GB/s: 0.107 s; d2h 0.054 s; kernels 6.7 ms.
+      p.set("both_ways_pinned_gbps", 20, "assumed", "test");
+      const double bound = std::max({in / 10e9, out / 10e9, compute});
+      CHECK(bound == doctest::Approx(oa_sim::link_bound_seconds(p, in, out)));
+      CHECK(bound == doctest::Approx(oa_sim::shared_link_bound_seconds(p, in, out)));
+      oa_sim::graph g = oa_sim::new_streaming(p, c, how);
+      const double t = oa_sim::simulate(g).makespan;
+      CHECK(t >= bound);
+      CHECK(t <= bound + edges);
+    }
+    SUBCASE("a both-ways cap of 15 GB/s, shared in proportion while both directions run") {
+      // Both at 7.5 GB/s while the copies back run (0.054 GB / 7.5 = 71.6 ms), the rest of h2d alone:
+      // 0.537 GB at 10 GB/s = 53.7 ms. max(h2d / 10, total / 15) = 107 ms is out of reach.
+      const double shared = out / 7.5e9 + (in - out) / 10e9;
+      CHECK(shared == doctest::Approx(oa_sim::shared_link_bound_seconds(p, in, out)));
+      CHECK(oa_sim::link_bound_seconds(p, in, out) == doctest::Approx(std::max(in / 10e9, (in + out) / 15e9)));
+      oa_sim::graph g = oa_sim::new_streaming(p, c, how);
+      const double t = oa_sim::simulate(g).makespan;
+      CHECK(t >= shared);
+      CHECK(t <= shared + edges);
+    }
+  }
+}
+
+TEST_CASE("sim: predicted streaming cases run on the CUDA device's 4 streams unless told otherwise") {
+  const oa_sim::profile p = unlimited_host();
+  // Black-Scholes at 8x a 4 GiB budget, as the H100 run planned it: 23 chunks on 4 streams.
+  const auto c = oa_sim::plan_streaming(p, "blackscholes", 613566756, std::size_t{4} << 30, 0, false, 0);
+  CHECK(c.streams == 4);
+  CHECK(c.chunk_units.size() == 23);
+  const auto s = oa_sim::plan_streaming(p, "blackscholes", 613566756, std::size_t{4} << 30, 0, true, 0);
+  CHECK(s.streams == 1);
+  CHECK(s.chunk_units.size() == 23);
+}
