@@ -45,6 +45,8 @@ const char* const all_variables[] = {
     "OA_HOST_THRESHOLD", "OA_REPORT",     "OA_TRACE",         "OA_LINK_GBPS", "OA_FAIL_LAUNCH",
     "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE", "OA_EMULATED_DEVICE_FUNCTIONS", "OA_CUDA_STAGING", "OA_FAIL_STICKY",
     "OA_EMULATED_FUSED", "OA_OFFLOAD_GEMM_MIN", "OA_OFFLOAD_ELEMENTS_MIN", "OA_OFFLOAD_GEMV_MIN", "OA_KEEP_COPIES",
+    "OA_FAIL_FILL", "OA_FAIL_DRAIN", "OA_LINK_SHARED_GBPS", "OA_LINK_LATENCY_US", "OA_STAGING_SLOT_BYTES",
+    "OA_STAGING_THREADS",
 };
 
 /// Clears every OA_ variable for one test and puts the caller's values back
@@ -560,12 +562,40 @@ TEST_CASE("set_config validates the whole config at once and names the field") {
         }) == "oa: set_config: streams: -5" + streams_range);
 }
 
+TEST_CASE("the emulated link's shared rate and latency, and the staging engine's settings, are read and checked") {
+  scoped_environment env;
+  env.set("OA_LINK_SHARED_GBPS", "88.4");
+  env.set("OA_LINK_LATENCY_US", "5");
+  env.set("OA_STAGING_SLOT_BYTES", "8MiB");
+  env.set("OA_STAGING_THREADS", "3");
+  env.set("OA_FAIL_FILL", "2");
+  env.set("OA_FAIL_DRAIN", "4");
+  const oa::config c = oa::config::from_environment();
+  CHECK(c.link_shared_gbps == 88.4);
+  CHECK(c.link_latency_us == 5);
+  CHECK(c.staging_slot_bytes == std::size_t{8} << 20);
+  CHECK(c.staging_threads == 3);
+  CHECK(c.fail_fill == 2);
+  CHECK(c.fail_drain == 4);
+  for (const auto& [var, value, says] : {std::tuple<const char*, const char*, const char*>{"OA_LINK_SHARED_GBPS", "1e300", "OA_LINK_SHARED_GBPS"},
+                                         {"OA_LINK_LATENCY_US", "-1", "out of range (0-1e6 microseconds)"},
+                                         {"OA_STAGING_SLOT_BYTES", "100", "out of range (4 KiB-1 GiB"},
+                                         {"OA_STAGING_THREADS", "65", "out of range (1-64"},
+                                         {"OA_STAGING_THREADS", "many", "OA_STAGING_THREADS"}}) {
+    scoped_environment bad;
+    bad.set(var, value);
+    CAPTURE(var);
+    CHECK(config_error_of([] { (void)oa::config::from_environment(); }).find(says) != std::string::npos);
+  }
+}
+
 TEST_CASE("the unknown-key message lists exactly the accepted keys") {
   const std::set<std::string> accepted{
       "device",     "device_memory", "streams",     "chunk_bytes", "host_threshold", "report",
       "trace",      "link_gbps",     "fail_launch", "fail_copy",   "fail_sticky",    "emulated_device_functions",
       "sequential", "cuda_staging",  "progress",    "verbose",     "emulated_fused", "offload_gemm_min",
-      "offload_elements_min", "offload_gemv_min", "keep_copies"};
+      "offload_elements_min", "offload_gemv_min", "keep_copies", "fail_fill", "fail_drain", "link_shared_gbps",
+      "link_latency_us", "staging_slot_bytes", "staging_threads"};
   oa::config c;
   const std::string msg = config_error_of([&] { c.merge_json(R"({"colour": "blue"})", "f.json"); });
   const std::string marker = "(known: ";

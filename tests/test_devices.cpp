@@ -314,6 +314,26 @@ TEST_CASE("emulated staging faults: a failed fill or drain is the stream's error
   }
 }
 
+TEST_CASE("an event after a failed copy says so, though a synchronize took its stream's error meanwhile") {
+  // The event completes after the staged copy's drain, as the synchronize
+  // does; whichever wins, the event carries the failure (its stream's last op
+  // carries it), so that an engine classifying its chunks by events sees it.
+  for (int round = 0; round < 100; ++round) {
+    oa::emulated_options o;
+    o.fail_copy = 1;
+    auto dev = oa::make_emulated_device(o);
+    const auto s = dev->create_stream();
+    std::vector<std::byte> back(4096, std::byte{0xAB});
+    void* d = dev->allocate(4096);
+    dev->copy_to_host_async(whole(back.data(), 4096), whole(d, 4096), s);  // fails
+    const oa::event e = dev->record_event(s);
+    CHECK_THROWS_AS(dev->synchronize(s), oa::device_fault);
+    CHECK(dev->synchronize_event(e) != nullptr);
+    CHECK(back[0] == std::byte{0xAB});
+    dev->deallocate(d, 4096);
+  }
+}
+
 TEST_CASE("emulated link: a rate both directions share, and a latency per copy") {
   // 4 MB each way at 1 GB/s per direction: 4 ms at once without a shared
   // cap, 8 ms with a shared 1 GB/s; a 10 ms latency adds to each copy.

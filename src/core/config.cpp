@@ -99,6 +99,10 @@ std::uint64_t parse_unsigned(const std::string& text, const std::string& what, c
   fail(what, shown + " is out of range (1-" + std::to_string(max_streams) + ", or 0 for the device's default)");
 }
 
+[[noreturn]] void staging_threads_out_of_range(const std::string& shown, const std::string& what) {
+  fail(what, shown + " is out of range (1-64, or 0 for the device's default)");
+}
+
 void check_streams(int n, const std::string& what) {
   if (n < 0 || n > max_streams) streams_out_of_range(std::to_string(n), what);
 }
@@ -298,6 +302,48 @@ const setting settings[] = {
      [](config& c, const std::string& t, const std::string& w) { c.fail_copy = parse_unsigned(t, w, "a copy count"); },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.fail_copy = json_unsigned(v, w, "a copy count"); },
      no_check},
+    {"fail_fill", "OA_FAIL_FILL",
+     [](config& c, const std::string& t, const std::string& w) { c.fail_fill = parse_unsigned(t, w, "a fill count"); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.fail_fill = json_unsigned(v, w, "a fill count"); },
+     no_check},
+    {"fail_drain", "OA_FAIL_DRAIN",
+     [](config& c, const std::string& t, const std::string& w) { c.fail_drain = parse_unsigned(t, w, "a drain count"); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.fail_drain = json_unsigned(v, w, "a drain count"); },
+     no_check},
+    {"link_shared_gbps", "OA_LINK_SHARED_GBPS",
+     [](config& c, const std::string& t, const std::string& w) { c.link_shared_gbps = env_double(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) {
+       if (!v.is_number()) wrong_type(v, w, "a number (GB/s)");
+       c.link_shared_gbps = v.get<double>();
+     },
+     [](const config& c, const std::string& w) { check_link_gbps(c.link_shared_gbps, w); }},
+    {"link_latency_us", "OA_LINK_LATENCY_US",
+     [](config& c, const std::string& t, const std::string& w) { c.link_latency_us = env_double(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) {
+       if (!v.is_number()) wrong_type(v, w, "a number (microseconds)");
+       c.link_latency_us = v.get<double>();
+     },
+     [](const config& c, const std::string& w) {
+       if (!std::isfinite(c.link_latency_us) || c.link_latency_us < 0 || c.link_latency_us > 1e6)
+         fail(w, std::to_string(c.link_latency_us) + " is out of range (0-1e6 microseconds)");
+     }},
+    {"staging_slot_bytes", "OA_STAGING_SLOT_BYTES",
+     [](config& c, const std::string& t, const std::string& w) { c.staging_slot_bytes = parse_bytes(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.staging_slot_bytes = json_bytes(v, w); },
+     [](const config& c, const std::string& w) {
+       if (c.staging_slot_bytes != 0 && (c.staging_slot_bytes < 4096 || c.staging_slot_bytes > (std::size_t{1} << 30)))
+         fail(w, std::to_string(c.staging_slot_bytes) + " bytes is out of range (4 KiB-1 GiB, or 0 for the device's default)");
+     }},
+    {"staging_threads", "OA_STAGING_THREADS",
+     [](config& c, const std::string& t, const std::string& w) {
+       c.staging_threads = static_cast<int>(std::min<std::uint64_t>(parse_unsigned(t, w, "a thread count"), 65));
+     },
+     [](config& c, const nlohmann::json& v, const std::string& w) {
+       c.staging_threads = json_small_integer(v, w, 0, 64, staging_threads_out_of_range);
+     },
+     [](const config& c, const std::string& w) {
+       if (c.staging_threads < 0 || c.staging_threads > 64) staging_threads_out_of_range(std::to_string(c.staging_threads), w);
+     }},
     {"fail_sticky", "OA_FAIL_STICKY",
      [](config& c, const std::string& t, const std::string& w) { c.fail_sticky = env_bool(t, w); },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.fail_sticky = json_bool(v, w); }, no_check},

@@ -157,6 +157,8 @@ std::unique_ptr<device> make_cuda(const config& c, const config_origin& origin) 
   cuda::options o;
   o.memory_budget = c.device_memory;
   o.register_host_memory = c.cuda_staging == "register";
+  if (c.staging_slot_bytes) o.staging_bytes = c.staging_slot_bytes;
+  o.copy_threads = c.staging_threads;
   return cuda::make_device(o);
 #else
   (void)c;
@@ -179,6 +181,12 @@ std::unique_ptr<device> make_device(const config& c, const config_origin& origin
     emulated_options o;
     if (c.device_memory) o.memory_budget = c.device_memory;
     o.link_bytes_per_second = c.link_gbps * 1e9;
+    o.link_shared_bytes_per_second = c.link_shared_gbps * 1e9;
+    o.link_latency_seconds = c.link_latency_us * 1e-6;
+    if (c.staging_slot_bytes) o.staging_slot_bytes = c.staging_slot_bytes;
+    o.staging_threads = c.staging_threads;
+    o.fail_fill = c.fail_fill;
+    o.fail_drain = c.fail_drain;
     o.fail_launch = c.fail_launch;
     o.fail_copy = c.fail_copy;
     o.sticky_faults = c.fail_sticky;

@@ -106,27 +106,6 @@ staging_engine::~staging_engine() {
   pinned_.deallocate(memory_, memory_bytes_, slot_alignment);
 }
 
-template <class F>
-void staging_engine::for_each_piece(const region& dev_side, const region& host_side, F&& f) const {
-  const std::size_t cap = opt_.slot_bytes;
-  const std::size_t w = host_side.width;
-  if (w == 0 || host_side.rows == 0) return;
-  if (w <= cap) {
-    const std::size_t per = std::max<std::size_t>(cap / w, 1);
-    for (std::size_t r0 = 0; r0 < host_side.rows; r0 += per) {
-      const std::size_t n = std::min(per, host_side.rows - r0);
-      f(region{dev_side.data + r0 * dev_side.pitch, w, n, dev_side.pitch},
-        region{host_side.data + r0 * host_side.pitch, w, n, host_side.pitch});
-    }
-    return;
-  }
-  for (std::size_t r = 0; r < host_side.rows; ++r)
-    for (std::size_t b = 0; b < w; b += cap) {
-      const std::size_t n = std::min(cap, w - b);
-      f(region{dev_side.data + r * dev_side.pitch + b, n, 1, n}, region{host_side.data + r * host_side.pitch + b, n, 1, n});
-    }
-}
-
 bool staging_engine::wait_for(const flag_word& w, std::uint32_t v) const noexcept {
   // Spin briefly (a slot usually frees within microseconds of the DMA), then
   // back off to sleeps of at most 100 us.
@@ -144,8 +123,30 @@ bool staging_engine::wait_for(const flag_word& w, std::uint32_t v) const noexcep
   return true;
 }
 
-void staging_engine::fill(const slot& sl, std::uint32_t use, region packed, region host, stream_id s) {
-  const bool free = wait_for(*sl.free, use - 1);
+namespace {
+const std::byte* end_of(const region& r) noexcept {
+  return r.rows == 0 || r.width == 0 ? r.data : r.data + (r.rows - 1) * r.pitch + r.width;
+}
+}  // namespace
+
+void staging_engine::forget_drained() {
+  std::erase_if(draining_, [](const pending_drain& d) { return reached(d.sl->free->load(std::memory_order_acquire), d.use); });
+}
+
+std::vector<staging_engine::pending_drain> staging_engine::drains_into(const region& host) {
+  forget_drained();
+  std::vector<pending_drain> overlapping;
+  const std::byte *begin = host.data, *end = end_of(host);
+  for (const auto& d : draining_)
+    if (d.begin < end && begin < d.end) overlapping.push_back(d);
+  return overlapping;
+}
+
+void staging_engine::fill(const slot& sl, std::uint32_t use, region packed, region host, stream_id s,
+                          const std::vector<pending_drain>& after) {
+  bool free = true;
+  for (const auto& d : after) free = free && wait_for(*d.sl->free, d.use);
+  free = free && wait_for(*sl.free, use - 1);
   const auto t0 = std::chrono::steady_clock::now();
   if (free) {
     if (fills_.fetch_add(1) + 1 == opt_.fail_fill)
@@ -201,7 +202,7 @@ void staging_engine::skip(workers& w, const slot& sl, std::uint32_t use) noexcep
 
 void staging_engine::copy_in(const region& dst, const region& src, stream_id s) {
   std::lock_guard lock(m_);
-  for_each_piece(dst, src, [&](const region& d, const region& h) {
+  for_each_piece(dst, src, opt_.slot_bytes, [&](const region& d, const region& h) {
     slot& sl = in_[next_in_++ % in_.size()];
     const std::uint32_t use = ++sl.uses;
     const region packed = h.packed_at(sl.data);
@@ -213,7 +214,7 @@ void staging_engine::copy_in(const region& dst, const region& src, stream_id s) 
       skip(*fillers_, sl, use);
       throw;
     }
-    fillers_->push([this, &sl, use, packed, h, s] { fill(sl, use, packed, h, s); });
+    fillers_->push([this, &sl, use, packed, h, s, after = drains_into(h)] { fill(sl, use, packed, h, s, after); });
   });
   std::lock_guard slock(stats_m_);
   stats_.bytes_in += src.bytes();
@@ -234,7 +235,8 @@ void staging_engine::prefault(const region& host) {
 void staging_engine::copy_out(const region& dst, const region& src, stream_id s) {
   std::lock_guard lock(m_);
   if (dst.bytes() >= std::size_t{1} << 20) faulters_->push([this, dst] { prefault(dst); });
-  for_each_piece(src, dst, [&](const region& d, const region& h) {
+  forget_drained();
+  for_each_piece(src, dst, opt_.slot_bytes, [&](const region& d, const region& h) {
     slot& sl = out_[next_out_++ % out_.size()];
     const std::uint32_t use = ++sl.uses;
     const region packed = h.packed_at(sl.data);
@@ -248,6 +250,7 @@ void staging_engine::copy_out(const region& dst, const region& src, stream_id s)
       throw;
     }
     drainers_->push([this, &sl, use, h, packed, s] { drain(sl, use, h, packed, s); });
+    draining_.push_back({h.data, end_of(h), &sl, use});
   });
   std::lock_guard slock(stats_m_);
   stats_.bytes_out += src.bytes();

@@ -17,6 +17,10 @@
 // that a drain into memory never touched before (a result made for the
 // stage) copies at the rate of touched memory, not a tenth of it.
 //
+// A fill reads the host bytes when it runs, not in stream order: where an
+// earlier copy out still has to drain into bytes a copy in reads (a result
+// written back, then read again), the fill waits for that drain first.
+//
 // No host function is on the data path: the stream and the engine's threads
 // meet only through the words, which a GPU's stream memory operations wait on
 // and write. Each word only grows (one value per use of its slot), so a wait
@@ -54,6 +58,29 @@ using flag_word = std::atomic<std::uint32_t>;
 /// CU_STREAM_WAIT_VALUE_GEQ compares).
 constexpr bool reached(std::uint32_t have, std::uint32_t want) noexcept {
   return static_cast<std::int32_t>(have - want) >= 0;
+}
+
+/// Cuts a copy between a device region and a host region into pieces of at
+/// most `cap` bytes: whole rows when they fit, else parts of a row.
+/// f(device piece, host piece).
+template <class F>
+void for_each_piece(const region& dev_side, const region& host_side, std::size_t cap, F&& f) {
+  const std::size_t w = host_side.width;
+  if (w == 0 || host_side.rows == 0) return;
+  if (w <= cap) {
+    const std::size_t per = cap / w;
+    for (std::size_t r0 = 0; r0 < host_side.rows; r0 += per) {
+      const std::size_t n = per < host_side.rows - r0 ? per : host_side.rows - r0;
+      f(region{dev_side.data + r0 * dev_side.pitch, w, n, dev_side.pitch},
+        region{host_side.data + r0 * host_side.pitch, w, n, host_side.pitch});
+    }
+    return;
+  }
+  for (std::size_t r = 0; r < host_side.rows; ++r)
+    for (std::size_t b = 0; b < w; b += cap) {
+      const std::size_t n = cap < w - b ? cap : w - b;
+      f(region{dev_side.data + r * dev_side.pitch + b, n, 1, n}, region{host_side.data + r * host_side.pitch + b, n, 1, n});
+    }
 }
 
 /// What the engine asks of a device's streams.
@@ -140,13 +167,20 @@ class staging_engine {
     std::vector<std::thread> threads_;
   };
 
-  /// Cuts a copy into pieces of at most one slot: whole rows when they fit,
-  /// else parts of a row. f(device piece, host piece).
-  template <class F>
-  void for_each_piece(const region& dev_side, const region& host_side, F&& f) const;
   /// Waits on a host thread until `w` reaches `v`; false when aborted.
   bool wait_for(const flag_word& w, std::uint32_t v) const noexcept;
-  void fill(const slot& sl, std::uint32_t use, region packed, region host, stream_id s);
+  /// A slot's use, waited for by a fill reading what its drain writes.
+  struct pending_drain {
+    const std::byte* begin;
+    const std::byte* end;
+    const slot* sl;
+    std::uint32_t use;
+  };
+  /// The drains not yet done that write into `host` (under m_).
+  std::vector<pending_drain> drains_into(const region& host);
+  void forget_drained();
+  void fill(const slot& sl, std::uint32_t use, region packed, region host, stream_id s,
+            const std::vector<pending_drain>& after);
   void drain(const slot& sl, std::uint32_t use, region host, region packed, stream_id s);
   void skip(workers& w, const slot& sl, std::uint32_t use) noexcept;
   void prefault(const region& host);
@@ -159,6 +193,7 @@ class staging_engine {
   std::vector<slot> in_, out_;
   std::mutex m_;  // submission: slot turns, task order, stats
   std::size_t next_in_ = 0, next_out_ = 0;
+  std::vector<pending_drain> draining_;  // copies out submitted, maybe not drained yet
   std::atomic<bool> aborted_{false};
   std::atomic<std::uint64_t> fills_{0}, drains_{0};
   mutable std::mutex stats_m_;

@@ -264,6 +264,13 @@ class cuda_device final : public device, private oa::detail::staging_port {
   bool compiles_kernels() const noexcept override { return true; }
   bool runs_device_functions() const noexcept override { return true; }
 
+  std::size_t staged_bytes() const noexcept override {
+    std::lock_guard lock(staging_mutex_);
+    if (!staging_) return 0;
+    const auto st = staging_->stats();
+    return st.bytes_in + st.bytes_out;
+  }
+
   // ---- memory ---------------------------------------------------------------
   std::size_t memory_budget() const noexcept override { return budget_; }
   std::size_t bytes_in_use() const noexcept override {
@@ -397,7 +404,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
     // Pageable: a host function fills the stream's staging buffer, then the
     // DMA; only the DMA is timed as a copy.
     std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
-    for_each_piece(dst, src, [&](const region& d, const region& h) {
+    oa::detail::for_each_piece(dst, src, opt_.staging_bytes, [&](const region& d, const region& h) {
       const region packed = h.packed_at(staging);
       OA_CUDA_TRY(cudaLaunchHostFunc(cs, &staging_task::run, new staging_task{&pool_, packed, h}));
       timed(phase::h2d, s, cs, h.bytes(), {}, [&] { dma(d, packed, cudaMemcpyHostToDevice, cs); });
@@ -412,7 +419,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
       return timed(phase::d2h, s, cs, src.bytes(), {}, [&] { dma(dst, src, cudaMemcpyDeviceToHost, cs); });
     if (memops_.usable()) return staging().copy_out(dst, src, s);
     std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
-    for_each_piece(src, dst, [&](const region& d, const region& h) {
+    oa::detail::for_each_piece(src, dst, opt_.staging_bytes, [&](const region& d, const region& h) {
       const region packed = h.packed_at(staging);
       timed(phase::d2h, s, cs, h.bytes(), {}, [&] { dma(packed, d, cudaMemcpyDeviceToHost, cs); });
       OA_CUDA_TRY(cudaLaunchHostFunc(cs, &staging_task::run, new staging_task{&pool_, h, packed}));
@@ -629,29 +636,6 @@ class cuda_device final : public device, private oa::detail::staging_port {
       OA_CUDA_TRY(cudaMemcpy2DAsync(dst.data, dst.pitch, src.data, src.pitch, src.width, src.rows, kind, cs));
   }
 
-  // Cuts a copy between a device region and a host region into pieces that
-  // fit the staging buffer: whole rows when they fit, else parts of a row.
-  template <class F>
-  void for_each_piece(const region& dev_side, const region& host_side, F&& f) const {
-    const std::size_t cap = opt_.staging_bytes;
-    const std::size_t w = host_side.width;
-    if (w == 0 || host_side.rows == 0) return;
-    if (w <= cap) {
-      const std::size_t per = std::max<std::size_t>(cap / w, 1);
-      for (std::size_t r0 = 0; r0 < host_side.rows; r0 += per) {
-        const std::size_t n = std::min(per, host_side.rows - r0);
-        f(region{dev_side.data + r0 * dev_side.pitch, w, n, dev_side.pitch},
-          region{host_side.data + r0 * host_side.pitch, w, n, host_side.pitch});
-      }
-      return;
-    }
-    for (std::size_t r = 0; r < host_side.rows; ++r)
-      for (std::size_t b = 0; b < w; b += cap) {
-        const std::size_t n = std::min(cap, w - b);
-        f(region{dev_side.data + r * dev_side.pitch + b, n, 1, n}, region{host_side.data + r * host_side.pitch + b, n, 1, n});
-      }
-  }
-
   // Submits `work` on the stream, bracketed by timing events when recording.
   template <class F>
   void timed(phase what, stream_id s, cudaStream_t cs, std::size_t bytes, std::string label, F&& work) {
@@ -729,7 +713,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
   std::vector<timed_op> ops_;
   std::vector<const void*> registered_;
 
-  std::mutex staging_mutex_;
+  mutable std::mutex staging_mutex_;
   std::unique_ptr<oa::detail::staging_engine> staging_;  // made at the first pageable copy
 
   std::mutex compile_mutex_;

@@ -105,6 +105,13 @@ class emulated_device final : public stream_device, private staging_port {
   // late copy does not stall the other engines.
   int preferred_streams() const noexcept override { return 4; }
 
+  std::size_t staged_bytes() const noexcept override {
+    std::lock_guard lock(staging_m_);
+    if (!staging_) return 0;
+    const staging_stats st = staging_->stats();
+    return st.bytes_in + st.bytes_out;
+  }
+
   std::size_t memory_budget() const noexcept override { return opt_.memory_budget; }
   std::size_t bytes_in_use() const noexcept override { return memory_.in_use(); }
   std::size_t peak_bytes() const noexcept override { return memory_.peak(); }
@@ -234,17 +241,18 @@ class emulated_device final : public stream_device, private staging_port {
   void wait_value(stream_id s, const flag_word& w, std::uint32_t v) override {
     if (token t = words_.wait(w, v)) wait_token(find_stream("wait_value", s), std::move(t));
   }
+  // Once the stream's earlier work is done, on the thread that finishes it:
+  // no engine of its own, whose queue would hold one stream's word behind
+  // another stream's work.
   void write_value(stream_id s, flag_word& w, std::uint32_t v, flag_word* failed) override {
-    auto st = find_stream("write_value", s);
-    op o;
-    o.what = phase::compute;
-    o.control = true;
-    o.body = [this, &w, v, failed, &stream = *st] {
-      if (failed && stream_failed(stream)) failed->store(v, std::memory_order_release);
+    const token done = work_done(s);
+    // The continuation holds its token (a cycle broken when it runs): it may
+    // run after the thread that completed the token has let go of it.
+    done->then([this, &w, v, failed, done] {
+      if (failed && done->error()) failed->store(v, std::memory_order_release);
       w.store(v, std::memory_order_release);
       words_.wrote(w);
-    };
-    submit(st, std::move(o));
+    });
   }
   void dma(const region& dst, const region& src, phase dir, stream_id s) override {
     dma_op(dst, src, dir, find_stream("dma", s), staged_fault_);
@@ -258,7 +266,6 @@ class emulated_device final : public stream_device, private staging_port {
   void host_wrote(const flag_word& w) noexcept override { words_.wrote(w); }
 
   void enqueue(op o) override {
-    if (o.control) return control_->push(std::move(o));
     switch (o.what) {
       case phase::h2d: h2d_->push(std::move(o)); return;
       case phase::d2h: d2h_->push(std::move(o)); return;
@@ -276,9 +283,8 @@ class emulated_device final : public stream_device, private staging_port {
   std::size_t next_compute_ = 0;  // under the submission lock
   link_model link_;
   word_waiters words_;
-  std::mutex staging_m_;             // one copy at a time through the staging engine
+  mutable std::mutex staging_m_;     // one copy at a time through the staging engine
   std::exception_ptr staged_fault_;  // the fault of the copy being staged (under staging_m_)
-  std::unique_ptr<fifo_engine> control_ = std::make_unique<fifo_engine>([this](op& o) { execute(o); });
   std::unique_ptr<fifo_engine> h2d_;
   std::unique_ptr<fifo_engine> d2h_;
   std::vector<std::unique_ptr<fifo_engine>> compute_;

@@ -228,15 +228,18 @@ void stream_device::execute(op& o) noexcept {
   for (auto& d : o.deps) d->wait();
   o.deps.clear();
   stream_state& st = *o.stream;
+  // What the op's token carries: its failure, or the error it was skipped
+  // for, so that an event after it says so even when a synchronize of the
+  // stream takes the stream's error first.
+  std::exception_ptr carried;
   bool skip;
   {
     std::lock_guard lock(st.m);
     skip = st.error != nullptr;
+    if (skip) carried = st.error;
   }
   std::exception_ptr failure;
-  if (o.control) {
-    o.body();  // sets a word: cannot fail
-  } else if (!skip) {
+  if (!skip) {
     if (o.fault) {
       failure = o.fault;
     } else {
@@ -258,6 +261,7 @@ void stream_device::execute(op& o) noexcept {
   if (failure) {
     std::lock_guard lock(st.m);
     if (!st.error) st.error = failure;
+    carried = failure;
   }
   // Drop what the op holds (the kernel's captures, its fault, its stream)
   // before anyone sees it done: whoever waits may then free what it refers to,
@@ -266,7 +270,7 @@ void stream_device::execute(op& o) noexcept {
   failure = nullptr;
   token done = std::move(o.done);
   o = op{};
-  done->set();
+  done->set(std::move(carried));
 }
 
 void stream_device::wait_token(const std::shared_ptr<stream_state>& st, token t) {
@@ -282,17 +286,19 @@ void stream_device::fail_stream(stream_state& st, std::exception_ptr e) noexcept
   if (!st.error) st.error = std::move(e);
 }
 
-bool stream_device::stream_failed(stream_state& st) noexcept {
-  std::lock_guard lock(st.m);
-  return st.error != nullptr;
-}
+token stream_device::work_done(stream_id s) { return event_token("work_done", record_event(s)); }
 
 event stream_device::record_event(stream_id s) {
   auto st = find_stream("record_event", s);
   std::vector<token> deps;
+  token own;                   // the stream's own last op, still running: whether it fails
+  std::exception_ptr already;  // the stream's error now: the event follows a failure
   {
     std::lock_guard lock(m_);  // no op slips in between on another thread
     std::lock_guard slock(st->m);
+    // Done already: its error, if any, is the stream's (or was taken by a synchronize since).
+    if (st->last && !st->last->done()) own = st->last;
+    already = st->error;
     if (st->last) deps.push_back(st->last);
     deps.insert(deps.end(), st->waits.begin(), st->waits.end());
   }
@@ -303,8 +309,11 @@ event stream_device::record_event(stream_id s) {
     std::atomic<std::size_t> left;
     std::shared_ptr<stream_state> stream;
     token done;
+    std::mutex m;
+    std::exception_ptr dep_error;  // the first error a dependency carried
   };
   auto j = std::make_shared<join>(deps.size() + 1, st, done);
+  j->dep_error = std::move(already);
   auto arrive = [](join& state) {
     if (state.left.fetch_sub(1) != 1) return;
     std::exception_ptr error;
@@ -312,12 +321,26 @@ event stream_device::record_event(stream_id s) {
       std::lock_guard lock(state.stream->m);
       error = state.stream->error;
     }
+    if (!error) {
+      std::lock_guard lock(state.m);
+      error = std::move(state.dep_error);
+    }
     // As in execute(): nothing of the stream stays behind on this thread.
     state.stream.reset();
     token t = std::move(state.done);
     t->set(std::move(error));
   };
-  for (auto& d : deps) d->then([j, arrive] { arrive(*j); });
+  // The stream's own last op carries its failure (or the error it was
+  // skipped for) even when a synchronize has taken the stream's error; what
+  // the stream waited for on other streams keeps its error there.
+  for (auto& d : deps)
+    d->then([j, arrive, d, own = d == own] {
+      if (std::exception_ptr e = own ? d->error() : nullptr) {
+        std::lock_guard lock(j->m);
+        if (!j->dep_error) j->dep_error = std::move(e);
+      }
+      arrive(*j);
+    });
   arrive(*j);
   return std::make_shared<marker>(std::move(done));
 }

@@ -75,9 +75,6 @@ struct op {
   std::string label;
   std::function<void()> body;  // throws to fail the op
   std::exception_ptr fault;    // injected: the op fails without running body
-  // Bookkeeping (a word the staging engine waits for): runs after its
-  // stream failed too, and is not recorded.
-  bool control = false;
 };
 
 /// When a link busy for `seconds` from `begin` is free again; the clock's
@@ -170,8 +167,9 @@ class stream_device : public device {
   void wait_token(const std::shared_ptr<stream_state>& st, token t);
   /// Fails the stream's later work with `e` (its first error stays).
   static void fail_stream(stream_state& st, std::exception_ptr e) noexcept;
-  /// Whether the stream has failed (and no synchronize has taken the error).
-  static bool stream_failed(stream_state& st) noexcept;
+  /// A token done once the stream's work submitted so far is, carrying the
+  /// stream's error at that moment (what an event recorded now would say).
+  token work_done(stream_id s);
   /// On an engine thread: waits for the dependencies, runs the op unless its
   /// stream is in error, records it, keeps its failure, completes it.
   void execute(op& o) noexcept;

@@ -27,6 +27,12 @@ struct config {
   double link_gbps = 0;                 // OA_LINK_GBPS: emulated link, GB/s (1e9 bytes/s) per direction, at most 1e6; 0 = unthrottled
   std::uint64_t fail_launch = 0;        // OA_FAIL_LAUNCH: emulated fault injection, Nth launch fails
   std::uint64_t fail_copy = 0;          // OA_FAIL_COPY: emulated fault injection, Nth copy fails
+  std::uint64_t fail_fill = 0;          // OA_FAIL_FILL: emulated fault injection, Nth staging fill fails
+  std::uint64_t fail_drain = 0;         // OA_FAIL_DRAIN: emulated fault injection, Nth staging drain fails
+  double link_shared_gbps = 0;          // OA_LINK_SHARED_GBPS: emulated link, GB/s both directions share; 0 = no shared cap
+  double link_latency_us = 0;           // OA_LINK_LATENCY_US: emulated link, microseconds per copy (0-1e6)
+  std::size_t staging_slot_bytes = 0;   // OA_STAGING_SLOT_BYTES: pinned staging slot size (>= 4 KiB); 0 = device default
+  int staging_threads = 0;              // OA_STAGING_THREADS: staging fill and drain threads each, 0-64; 0 = device default
   bool fail_sticky = false;             // OA_FAIL_STICKY: the injected fault breaks the emulated device for good
   bool emulated_device_functions = false;  // OA_EMULATED_DEVICE_FUNCTIONS: emulated device runs device functions' host twins
   bool emulated_fused = false;  // OA_EMULATED_FUSED: emulated device takes stages as one generated kernel per chunk

@@ -124,6 +124,9 @@ class device {
   /// Host memory that a stage copies from or to chunk by chunk; a device may
   /// pin it for direct DMA until host_memory_done. Never throws for a hint
   /// it cannot take.
+  /// Bytes this device's copies moved through its staging engine (pageable
+  /// host memory: both directions, since it was made); 0 where there is none.
+  virtual std::size_t staged_bytes() const noexcept { return 0; }
   virtual void host_memory_use(const void*, std::size_t) noexcept {}
   virtual void host_memory_done(const void*) noexcept {}
 
