@@ -618,3 +618,34 @@ TEST_CASE("a fault in a fused chunk: re-run through the kernel's description, th
         CHECK(got.second == expected.second);
     }
 }
+
+TEST_CASE("a fault in a staging fill or drain: the chunk re-runs on the host, results exact, the device kept") {
+  // Pageable arrays cross the emulated link through the staging engine: a
+  // failed fill or drain fails its stream's copy, like a failed DMA.
+  const fused_chain in;
+  const std::size_t budget = 256 << 10;
+  for (const bool fused : {false, true}) {
+    CAPTURE(fused);
+    std::pair<ArrayXd, double> expected;
+    {
+      config_scope cs(faulty(budget, 0, 0, false, fused));
+      expected = in.run();
+    }
+    for (const bool drain : {false, true})
+      for (const std::uint64_t n : {1u, 4u, 11u}) {
+        CAPTURE(drain);
+        CAPTURE(n);
+        oa::config c = faulty(budget, 0, 0, false, fused);
+        (drain ? c.fail_drain : c.fail_fill) = n;
+        config_scope cs(c);
+        const auto got = in.run();
+        CHECK((got.first - expected.first).abs().maxCoeff() == 0.0);
+        CHECK(got.second == expected.second);
+        const auto reps = oa::reports();
+        REQUIRE(!reps.empty());
+        CHECK(reps[0].host_reruns >= 1);
+        CHECK(reps[0].device_fault.empty());  // transient: the device stays
+        for (const auto& r : reps) CHECK(r.device == "emulated");
+      }
+  }
+}
