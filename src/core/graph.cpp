@@ -1,5 +1,6 @@
 #include "oa/core/graph.hpp"
 
+#include <cstdint>
 #include <utility>
 
 #include "oa/core/runtime.hpp"
@@ -19,7 +20,14 @@ std::pair<const std::byte*, const std::byte*> storage_of(const void* object, con
   if (!ops->host_region || s.units == 0) return {nullptr, nullptr};
   const region r = ops->host_region(object, {0, s.units});
   if (!r.data || r.bytes() == 0) return {nullptr, nullptr};
-  return {r.data, r.data + (r.rows - 1) * r.pitch + r.width};
+  // In integers: a span past what the machine addresses (refused at planning)
+  // must not overflow a pointer here; it reaches the end of memory.
+  const auto begin = reinterpret_cast<std::uintptr_t>(r.data);
+  std::size_t span = r.width;
+  if (r.rows > 1 && (r.pitch > (UINTPTR_MAX - span) / (r.rows - 1))) return {r.data, reinterpret_cast<const std::byte*>(UINTPTR_MAX)};
+  if (r.rows > 1) span += (r.rows - 1) * r.pitch;
+  const std::uintptr_t end = span > UINTPTR_MAX - begin ? UINTPTR_MAX : begin + span;
+  return {r.data, reinterpret_cast<const std::byte*>(end)};
 }
 }  // namespace
 

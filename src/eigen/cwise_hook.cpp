@@ -12,6 +12,7 @@
 #include <Eigen/Core>
 #include <unsupported/Eigen/SpecialFunctions>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -379,7 +380,10 @@ void reduce_op(const op_call& c, reduce_kind kind, const detail::kernel_args& k)
       partial = reduce_chunk<T>(kind, Eigen::Map<const array<T>>(reinterpret_cast<const T*>(k.regions[0].data), n));
     } else if (n > 0) {
       array<T> values(n);
-      std::vector<region> regions(k.regions, k.regions + c.in.size());
+      // The call's regions its operands index (a constant has none), then the values'.
+      std::size_t used = 0;
+      for (const operand& a : c.in) used = std::max(used, static_cast<std::size_t>(a.slot + 1));
+      std::vector<region> regions(k.regions, k.regions + used);
       const std::size_t bytes = static_cast<std::size_t>(n) * sizeof(T);
       regions.push_back({reinterpret_cast<std::byte*>(values.data()), bytes, 1, bytes});
       op_call to_values = c;
