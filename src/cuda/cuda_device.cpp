@@ -400,7 +400,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
     nvtx_range range("oa h2d");
     if (pinned(src))
       return timed(phase::h2d, s, cs, src.bytes(), {}, [&] { dma(dst, src, cudaMemcpyHostToDevice, cs); });
-    if (memops_.usable()) return staging().copy_in(dst, src, s);
+    if (staging_usable()) return staging().copy_in(dst, src, s);
     // Pageable: a host function fills the stream's staging buffer, then the
     // DMA; only the DMA is timed as a copy.
     std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
@@ -417,7 +417,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
     nvtx_range range("oa d2h");
     if (pinned(dst))
       return timed(phase::d2h, s, cs, src.bytes(), {}, [&] { dma(dst, src, cudaMemcpyDeviceToHost, cs); });
-    if (memops_.usable()) return staging().copy_out(dst, src, s);
+    if (staging_usable()) return staging().copy_out(dst, src, s);
     std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
     oa::detail::for_each_piece(src, dst, opt_.staging_bytes, [&](const region& d, const region& h) {
       const region packed = h.packed_at(staging);
@@ -570,6 +570,25 @@ class cuda_device final : public device, private oa::detail::staging_port {
   }
 
   // ---- the staging engine's view of the streams ----------------------------------
+  // Stream memory operations, and a pinned pool this GPU can address (its
+  // words are waited on by the GPU): decided once; else host functions stage.
+  bool staging_usable() {
+    std::call_once(staging_checked_, [this] {
+      if (!memops_.usable()) return;
+      void* probe = nullptr;
+      try {
+        probe = pinned_memory().allocate(64, 64);
+      } catch (const std::bad_alloc&) {
+        return;
+      }
+      void* d = nullptr;
+      staging_usable_ = cudaHostGetDevicePointer(&d, probe, 0) == cudaSuccess;
+      (void)cudaGetLastError();
+      pinned_memory().deallocate(probe, 64, 64);
+    });
+    return staging_usable_;
+  }
+
   oa::detail::staging_engine& staging() {
     std::lock_guard lock(staging_mutex_);
     if (!staging_) {
@@ -713,6 +732,8 @@ class cuda_device final : public device, private oa::detail::staging_port {
   std::vector<timed_op> ops_;
   std::vector<const void*> registered_;
 
+  std::once_flag staging_checked_;
+  bool staging_usable_ = false;
   mutable std::mutex staging_mutex_;
   std::unique_ptr<oa::detail::staging_engine> staging_;  // made at the first pageable copy
 
