@@ -1,6 +1,8 @@
 #pragma once
 // Shared by the engine tests: configuration scopes, random data, references.
 
+#include <doctest/doctest.h>
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
@@ -100,6 +102,21 @@ std::string message_of(F&& f) {
 /// host math (oa::host_math) for sin, cos, asin, erf, exp and log2.
 inline double host_tolerance() {
   return std::string_view(oa::host_math::implementation()) == "eigen" ? 0.0 : 1e-12;
+}
+
+/// Runs `f`, expecting oa::invalid_argument naming `function` and `argument`.
+template <class F>
+void expect_invalid(F&& f, const std::string& function, const std::string& argument) {
+  try {
+    f();
+    FAIL("no oa::invalid_argument from " << function);
+  } catch (const oa::invalid_argument& e) {
+    CHECK(e.function() == function);
+    CHECK(e.argument() == argument);
+    const std::string what = e.what();
+    CHECK(what.find(function) != std::string::npos);
+    CHECK(what.find(": " + argument + ": ") != std::string::npos);
+  }
 }
 
 }  // namespace oa_test

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "device_conformance.hpp"
+#include "support.hpp"
 #include "oa/core/device.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/memory.hpp"
@@ -79,21 +80,6 @@ const oa::op_record& find(const std::vector<oa::op_record>& rs, oa::phase p) {
   auto it = std::find_if(rs.begin(), rs.end(), [&](const oa::op_record& r) { return r.what == p; });
   REQUIRE(it != rs.end());
   return *it;
-}
-
-/// Runs `f`, expecting oa::invalid_argument naming `function` and `argument`.
-template <class F>
-void expect_invalid(F&& f, const std::string& function, const std::string& argument) {
-  try {
-    f();
-    FAIL("no oa::invalid_argument from " << function);
-  } catch (const oa::invalid_argument& e) {
-    CHECK(e.function() == function);
-    CHECK(e.argument() == argument);
-    const std::string what = e.what();
-    CHECK(what.find(function) != std::string::npos);
-    CHECK(what.find(": " + argument + ": ") != std::string::npos);
-  }
 }
 
 }  // namespace
@@ -621,26 +607,26 @@ TEST_CASE_TEMPLATE("bad stream ids, regions and events are named", F, host_dev, 
   std::byte a[64] = {}, b[64] = {};
   const oa::region ra = whole(a, 64), rb = whole(b, 64);
 
-  expect_invalid([&] { dev->copy_to_device_async(ra, rb, 999); }, api + "::copy_to_device_async", "stream");
-  expect_invalid([&] { dev->copy_to_host_async(ra, rb, -1); }, api + "::copy_to_host_async", "stream");
-  expect_invalid([&] { dev->launch_async(kernel("k", [] {}), 999); }, api + "::launch_async", "stream");
-  expect_invalid([&] { dev->record_event(999); }, api + "::record_event", "stream");
-  expect_invalid([&] { dev->wait_event(999, dev->record_event(s)); }, api + "::wait_event", "stream");
-  expect_invalid([&] { dev->synchronize(999); }, api + "::synchronize", "stream");
-  expect_invalid([&] { dev->wait_event(s, nullptr); }, api + "::wait_event", "e");
-  expect_invalid([&] { (void)dev->synchronize_event(nullptr); }, api + "::synchronize_event", "e");
-  expect_invalid([&] { dev->launch_async(oa::launch{"empty", {}, {}}, s); }, api + "::launch_async", "k");
+  oa_test::expect_invalid([&] { dev->copy_to_device_async(ra, rb, 999); }, api + "::copy_to_device_async", "stream");
+  oa_test::expect_invalid([&] { dev->copy_to_host_async(ra, rb, -1); }, api + "::copy_to_host_async", "stream");
+  oa_test::expect_invalid([&] { dev->launch_async(kernel("k", [] {}), 999); }, api + "::launch_async", "stream");
+  oa_test::expect_invalid([&] { dev->record_event(999); }, api + "::record_event", "stream");
+  oa_test::expect_invalid([&] { dev->wait_event(999, dev->record_event(s)); }, api + "::wait_event", "stream");
+  oa_test::expect_invalid([&] { dev->synchronize(999); }, api + "::synchronize", "stream");
+  oa_test::expect_invalid([&] { dev->wait_event(s, nullptr); }, api + "::wait_event", "e");
+  oa_test::expect_invalid([&] { (void)dev->synchronize_event(nullptr); }, api + "::synchronize_event", "e");
+  oa_test::expect_invalid([&] { dev->launch_async(oa::launch{"empty", {}, {}}, s); }, api + "::launch_async", "k");
 
-  expect_invalid([&] { dev->copy_to_device_async(whole(a, 10), whole(b, 12), s); },
+  oa_test::expect_invalid([&] { dev->copy_to_device_async(whole(a, 10), whole(b, 12), s); },
                  api + "::copy_to_device_async", "src");
-  expect_invalid([&] { dev->copy_to_host_async({a, 8, 4, 8}, {b, 8, 2, 8}, s); }, api + "::copy_to_host_async",
+  oa_test::expect_invalid([&] { dev->copy_to_host_async({a, 8, 4, 8}, {b, 8, 2, 8}, s); }, api + "::copy_to_host_async",
                  "src");
-  expect_invalid([&] { dev->copy_to_host_async({a, 8, 4, 4}, {b, 8, 4, 8}, s); }, api + "::copy_to_host_async",
+  oa_test::expect_invalid([&] { dev->copy_to_host_async({a, 8, 4, 4}, {b, 8, 4, 8}, s); }, api + "::copy_to_host_async",
                  "dst");
 
   const auto gone = dev->create_stream();
   dev->destroy_stream(gone);
-  expect_invalid([&] { dev->launch_async(kernel("k", [] {}), gone); }, api + "::launch_async", "stream");
+  oa_test::expect_invalid([&] { dev->launch_async(kernel("k", [] {}), gone); }, api + "::launch_async", "stream");
   dev->destroy_stream(gone);  // unknown ids are ignored
   CHECK_NOTHROW(dev->synchronize(s));
 }
@@ -648,13 +634,13 @@ TEST_CASE_TEMPLATE("bad stream ids, regions and events are named", F, host_dev, 
 TEST_CASE("bad options are named") {
   oa::emulated_options e;
   e.compute_threads = 0;
-  expect_invalid([&] { oa::make_emulated_device(e); }, "make_emulated_device", "opt.compute_threads");
+  oa_test::expect_invalid([&] { oa::make_emulated_device(e); }, "make_emulated_device", "opt.compute_threads");
   e.compute_threads = 1;
   e.link_bytes_per_second = -1;
-  expect_invalid([&] { oa::make_emulated_device(e); }, "make_emulated_device", "opt.link_bytes_per_second");
+  oa_test::expect_invalid([&] { oa::make_emulated_device(e); }, "make_emulated_device", "opt.link_bytes_per_second");
   oa::host_options h;
   h.threads = -2;
-  expect_invalid([&] { oa::make_host_device(h); }, "make_host_device", "opt.threads");
+  oa_test::expect_invalid([&] { oa::make_host_device(h); }, "make_host_device", "opt.threads");
 }
 
 TEST_CASE_TEMPLATE("destroying a stream or the device waits for pending work", F, host_dev, emulated_dev,
@@ -704,14 +690,14 @@ TEST_CASE("an emulated device taking generated kernels checks their pointers, th
   dev->launch_async({"in device memory", [&](const oa::stream_view&) { ran = true; }, kernel_over(buf)}, s);
   dev->synchronize(s);
   CHECK(ran);
-  expect_invalid([&] { dev->launch_async({"host pointer", [](const oa::stream_view&) {}, kernel_over(&host_value)}, s); },
+  oa_test::expect_invalid([&] { dev->launch_async({"host pointer", [](const oa::stream_view&) {}, kernel_over(&host_value)}, s); },
                  "emulated_device::launch_async", "k");
   dev->deallocate(buf, 64);
   // Without the option, a generated kernel is refused.
   auto plain = oa::make_emulated_device({});
   CHECK_FALSE(plain->compiles_kernels());
   const auto t = plain->create_stream();
-  expect_invalid([&] { plain->launch_async({"k", [](const oa::stream_view&) {}, kernel_over(nullptr)}, t); },
+  oa_test::expect_invalid([&] { plain->launch_async({"k", [](const oa::stream_view&) {}, kernel_over(nullptr)}, t); },
                  "emulated_device::launch_async", "k");
 }
 

@@ -16,6 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "support.hpp"
+
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
@@ -30,16 +32,6 @@ oa::pinned_memory_resource::options small_arenas(std::size_t arena = 2 * MiB) {
 
 bool aligned(const void* p, std::size_t a) { return reinterpret_cast<std::uintptr_t>(p) % a == 0; }
 
-template <class F>
-void check_invalid(F f, const std::string& function, const std::string& argument) {
-  try {
-    f();
-    FAIL("no oa::invalid_argument from " << function);
-  } catch (const oa::invalid_argument& e) {
-    CHECK(e.function() == function);
-    CHECK(e.argument() == argument);
-  }
-}
 
 }  // namespace
 
@@ -206,18 +198,18 @@ TEST_CASE("pin and unpin a user's memory") {
   CHECK_FALSE(oa::is_pinned(p, data.size() + 1));
   CHECK(std::all_of(data.begin(), data.end(), [](char c) { return c == 'x'; }));  // left as it was
 
-  check_invalid([&] { oa::pin(p + 100, 10); }, "oa::pin", "p");              // inside
-  check_invalid([&] { oa::pin(p - 10, 20); }, "oa::pin", "p");               // straddling the start
-  check_invalid([&] { oa::pin(p + data.size() - 1, 20); }, "oa::pin", "p");  // straddling the end
-  check_invalid([&] { oa::pin(nullptr, 10); }, "oa::pin", "p");
-  check_invalid([&] { oa::pin(p, 0); }, "oa::pin", "bytes");
-  check_invalid([&] { oa::unpin(p + 1); }, "oa::unpin", "p");
-  check_invalid([&] { oa::unpin(nullptr); }, "oa::unpin", "p");
+  oa_test::expect_invalid([&] { oa::pin(p + 100, 10); }, "oa::pin", "p");              // inside
+  oa_test::expect_invalid([&] { oa::pin(p - 10, 20); }, "oa::pin", "p");               // straddling the start
+  oa_test::expect_invalid([&] { oa::pin(p + data.size() - 1, 20); }, "oa::pin", "p");  // straddling the end
+  oa_test::expect_invalid([&] { oa::pin(nullptr, 10); }, "oa::pin", "p");
+  oa_test::expect_invalid([&] { oa::pin(p, 0); }, "oa::pin", "bytes");
+  oa_test::expect_invalid([&] { oa::unpin(p + 1); }, "oa::unpin", "p");
+  oa_test::expect_invalid([&] { oa::unpin(nullptr); }, "oa::unpin", "p");
   CHECK(oa::is_pinned(p, data.size()));  // failures changed nothing
 
   oa::unpin(p);
   CHECK_FALSE(oa::is_pinned(p, 1));
-  check_invalid([&] { oa::unpin(p); }, "oa::unpin", "p");
+  oa_test::expect_invalid([&] { oa::unpin(p); }, "oa::unpin", "p");
   // Pinned again after unpin; a neighbour that does not overlap may be pinned too.
   oa::pin(p, 1000);
   oa::pin(p + 1000, 1000);
@@ -229,8 +221,8 @@ TEST_CASE("pin and unpin a user's memory") {
   // The pool's memory is pinned already, and goes back through its pool.
   oa::pinned_memory_resource pool(small_arenas());
   void* q = pool.allocate(64);
-  check_invalid([&] { oa::pin(q, 64); }, "oa::pin", "p");
-  check_invalid([&] { oa::unpin(q); }, "oa::unpin", "p");
+  oa_test::expect_invalid([&] { oa::pin(q, 64); }, "oa::pin", "p");
+  oa_test::expect_invalid([&] { oa::unpin(q); }, "oa::unpin", "p");
   pool.deallocate(q, 64);
 }
 
