@@ -2,6 +2,7 @@
 // What a simulated run does, in the terms both designs are built from: a
 // streaming stage's chunks and arrays, or a product's tile plan.
 
+#include <algorithm>
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -33,6 +34,59 @@ struct gemm_case {
   bool sequential = false;
   double flops() const { return 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n); }
 };
+
+/// One step of a tiled product, in the order run_tiled issues them: tile t's
+/// k step kk (global step s), its sizes, and whether it loads A's and B's
+/// pieces (a held panel loads on its line's first tile only).
+struct gemm_step {
+  std::size_t t, kk, s, mi, nj, kl;
+  bool load_a, load_b;
+  std::string tag;  // "tile <t>"
+};
+
+/// Held panels: the latest step reading each k piece, which a reload of
+/// that piece waits for.
+struct held_panels {
+  explicit held_panels(const oa::detail::tile_plan& plan)
+      : hold(plan.hold), a_last(plan.steps_k(), -1), b_last(plan.steps_k(), -1) {}
+  /// What step st's loads wait for besides the free buffers.
+  void add_waits(const gemm_step& st, std::vector<int>& waits) const {
+    if (hold == oa::detail::held_panel::a_rows && st.load_a && a_last[st.kk] >= 0) waits.push_back(a_last[st.kk]);
+    if (hold == oa::detail::held_panel::b_cols && st.load_b && b_last[st.kk] >= 0) waits.push_back(b_last[st.kk]);
+  }
+  /// Step st ran as op `done`.
+  void read_by(const gemm_step& st, int done) {
+    if (hold == oa::detail::held_panel::a_rows) a_last[st.kk] = done;
+    if (hold == oa::detail::held_panel::b_cols) b_last[st.kk] = done;
+  }
+  oa::detail::held_panel hold;
+  std::vector<int> a_last, b_last;
+};
+
+/// Calls step(gemm_step) for every step of c's plan in run_tiled's order,
+/// and tile_end(last step of the tile) after each tile.
+template <class Step, class TileEnd>
+void for_each_gemm_step(const gemm_case& c, Step&& step, TileEnd&& tile_end) {
+  const auto& pl = c.plan;
+  const std::size_t n = c.n, KS = pl.steps_k(), TM = pl.tiles_m(), TN = pl.tiles_n();
+  const bool cols_outer = pl.hold == oa::detail::held_panel::b_cols;
+  std::size_t t = 0;
+  for (std::size_t p0 = 0; p0 < (cols_outer ? TN : TM); ++p0)
+    for (std::size_t q = 0; q < (cols_outer ? TM : TN); ++q, ++t) {
+      const std::size_t ti = cols_outer ? q : p0, tj = cols_outer ? p0 : q;
+      gemm_step st{t, 0, 0, std::min(pl.mt, n - ti * pl.mt), std::min(pl.nt, n - tj * pl.nt), 0, true, true,
+                   "tile " + std::to_string(t)};
+      for (std::size_t kk = 0; kk < KS; ++kk) {
+        st.kk = kk;
+        st.s = t * KS + kk;
+        st.kl = std::min(pl.kt, n - kk * pl.kt);
+        st.load_a = pl.hold != oa::detail::held_panel::a_rows || q == 0 || t == 0;
+        st.load_b = pl.hold != oa::detail::held_panel::b_cols || q == 0 || t == 0;
+        step(st);
+      }
+      tile_end(st);
+    }
+}
 
 /// Chunks of `units` as the planner evens them: `chunks` of ceil(units / chunks), the last shorter.
 std::vector<std::size_t> even_chunks(std::size_t units, std::size_t chunks);

@@ -111,9 +111,8 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
   machine m(p);
   ring_copies ring(p, m, how);
   const auto& pl = c.plan;
-  const std::size_t eb = c.elem_bytes, n = c.n;
-  const std::size_t KS = pl.steps_k(), TM = pl.tiles_m(), TN = pl.tiles_n();
-  const bool cols_outer = pl.hold == oa::detail::held_panel::b_cols;
+  const std::size_t eb = c.elem_bytes;
+  const std::size_t TM = pl.tiles_m(), TN = pl.tiles_n();
   // C's tiles are pre-faulted in the order they are written back.
   std::vector<int> faulted;
   for (std::size_t t = 0; t < TM * TN; ++t)
@@ -122,41 +121,33 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
   in.add({"issued", -1, 0, 0, 0, {ring.start}});
   const double lat = p["op_latency_us"] * m.us;
   const std::size_t ahead = static_cast<std::size_t>(std::max(2.0, p["new_gemm_lookahead_steps"]));
-  std::vector<int> done, c_free, a_last(KS, -1), b_last(KS, -1);
-  std::size_t t = 0;
-  for (std::size_t p0 = 0; p0 < (cols_outer ? TN : TM); ++p0)
-    for (std::size_t q = 0; q < (cols_outer ? TM : TN); ++q, ++t) {
-      const std::size_t ti = cols_outer ? q : p0, tj = cols_outer ? p0 : q;
-      const std::size_t mi = std::min(pl.mt, n - ti * pl.mt), nj = std::min(pl.nt, n - tj * pl.nt);
-      const bool first_in_line = q == 0;
-      const std::string tag = "tile " + std::to_string(t);
-      for (std::size_t kk = 0; kk < KS; ++kk) {
-        const std::size_t s = t * KS + kk, kl = std::min(pl.kt, n - kk * pl.kt);
-        const bool load_a = pl.hold != oa::detail::held_panel::a_rows || first_in_line || t == 0;
-        const bool load_b = pl.hold != oa::detail::held_panel::b_cols || first_in_line || t == 0;
+  std::vector<int> done, c_free;
+  held_panels held(pl);
+  const std::size_t cb = static_cast<std::size_t>(std::max(pl.c_buffers, 0));
+  for_each_gemm_step(
+      c,
+      [&](const gemm_step& st) {
         std::vector<int> waits;
-        if (s >= ahead) waits.push_back(done[s - ahead]);  // the step's device buffers are free
-        if (pl.hold == oa::detail::held_panel::a_rows && load_a && a_last[kk] >= 0) waits.push_back(a_last[kk]);
-        if (pl.hold == oa::detail::held_panel::b_cols && load_b && b_last[kk] >= 0) waits.push_back(b_last[kk]);
+        if (st.s >= ahead) waits.push_back(done[st.s - ahead]);  // the step's device buffers are free
+        held.add_waits(st, waits);
         // Submitted when the step's device buffers are free; its fills need not wait for the stream.
         waits.push_back(ring.start);
-        const int submitted = m.g.add({"submit " + tag, -1, 0, 0, 0, waits});
-        in.add({"wait " + tag, -1, 0, 0, 0, {submitted}});
-        if (load_a) ring.in(in, mi * eb * kl, submitted, "A " + tag);
-        if (load_b) ring.in(in, kl * eb * nj, submitted, "B " + tag);
+        const int submitted = m.g.add({"submit " + st.tag, -1, 0, 0, 0, waits});
+        in.add({"wait " + st.tag, -1, 0, 0, 0, {submitted}});
+        if (st.load_a) ring.in(in, st.mi * eb * st.kl, submitted, "A " + st.tag);
+        if (st.load_b) ring.in(in, st.kl * eb * st.nj, submitted, "B " + st.tag);
         std::vector<int> rw{in.last()};
-        const std::size_t cb = static_cast<std::size_t>(std::max(pl.c_buffers, 0));
-        if (kk == 0 && cb > 0 && t >= cb) rw.push_back(c_free[t - cb]);
-        run.add({"wait " + tag, -1, 0, 0, 0, rw});
-        done.push_back(run.add({"gemm " + tag, m.gpu, gemm_step_seconds(p, eb, mi, nj, kl), 1.0, lat, {}}));
-        if (pl.hold == oa::detail::held_panel::a_rows) a_last[kk] = done.back();
-        if (pl.hold == oa::detail::held_panel::b_cols) b_last[kk] = done.back();
-      }
-      out.add({"wait " + tag, -1, 0, 0, 0, {done.back()}});
-      std::vector<int> drains = ring.out(out, mi * eb * nj, faulted[t], "C " + tag);
-      c_free.push_back(out.last());  // the tile's C buffer is free once copied out
-      ring.wait_for(out, std::move(drains), "C " + tag);
-    }
+        if (st.kk == 0 && cb > 0 && st.t >= cb) rw.push_back(c_free[st.t - cb]);
+        run.add({"wait " + st.tag, -1, 0, 0, 0, rw});
+        done.push_back(run.add({"gemm " + st.tag, m.gpu, gemm_step_seconds(p, eb, st.mi, st.nj, st.kl), 1.0, lat, {}}));
+        held.read_by(st, done.back());
+      },
+      [&](const gemm_step& st) {
+        out.add({"wait " + st.tag, -1, 0, 0, 0, {done.back()}});
+        std::vector<int> drains = ring.out(out, st.mi * eb * st.nj, faulted[st.t], "C " + st.tag);
+        c_free.push_back(out.last());  // the tile's C buffer is free once copied out
+        ring.wait_for(out, std::move(drains), "C " + st.tag);
+      });
   return std::move(m.g);
 }
 

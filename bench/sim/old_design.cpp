@@ -113,43 +113,30 @@ graph old_gemm(const profile& p, const gemm_case& c, staging how) {
   stream& out = c.sequential ? in : out_s;
   in.add({"issued", -1, 0, 0, 0, {first}});
   const double lat = p["op_latency_us"] * m.us;
-  const std::size_t KS = pl.steps_k(), TM = pl.tiles_m(), TN = pl.tiles_n();
-  const bool cols_outer = pl.hold == oa::detail::held_panel::b_cols;
   std::vector<int> done, c_free;
-  std::vector<int> a_last(KS, -1), b_last(KS, -1);
-  std::size_t t = 0;
-  for (std::size_t p0 = 0; p0 < (cols_outer ? TN : TM); ++p0)
-    for (std::size_t q = 0; q < (cols_outer ? TM : TN); ++q, ++t) {
-      const std::size_t ti = cols_outer ? q : p0, tj = cols_outer ? p0 : q;
-      const std::size_t mi = std::min(pl.mt, n - ti * pl.mt), nj = std::min(pl.nt, n - tj * pl.nt);
-      const bool first_in_line = q == 0;
-      const std::string tag = "tile " + std::to_string(t);
-      for (std::size_t kk = 0; kk < KS; ++kk) {
-        const std::size_t s = t * KS + kk, kl = std::min(pl.kt, n - kk * pl.kt);
-        const bool load_a = pl.hold != oa::detail::held_panel::a_rows || first_in_line || t == 0;
-        const bool load_b = pl.hold != oa::detail::held_panel::b_cols || first_in_line || t == 0;
+  held_panels held(pl);
+  const std::size_t cb = static_cast<std::size_t>(std::max(pl.c_buffers, 0));
+  for_each_gemm_step(
+      c,
+      [&](const gemm_step& st) {
         std::vector<int> waits;
-        if (s >= 2) waits.push_back(done[s - 2]);
-        if (pl.hold == oa::detail::held_panel::a_rows && load_a && a_last[kk] >= 0) waits.push_back(a_last[kk]);
-        if (pl.hold == oa::detail::held_panel::b_cols && load_b && b_last[kk] >= 0) waits.push_back(b_last[kk]);
-        in.add({"wait " + tag, -1, 0, 0, 0, waits});
+        if (st.s >= 2) waits.push_back(done[st.s - 2]);
+        held.add_waits(st, waits);
+        in.add({"wait " + st.tag, -1, 0, 0, 0, waits});
         // Column-major operands: A's piece is kl columns of mi elements, B's nj columns of kl.
-        if (load_a) copies.in(in, mi * eb, kl, "A " + tag);
-        if (load_b) copies.in(in, kl * eb, nj, "B " + tag);
-        const int loaded = in.last();
-        std::vector<int> rw{loaded};
-        const std::size_t cb = static_cast<std::size_t>(std::max(pl.c_buffers, 0));
-        if (kk == 0 && cb > 0 && t >= cb) rw.push_back(c_free[t - cb]);  // the tile's C buffer is free
-        run.add({"wait " + tag, -1, 0, 0, 0, rw});
-        const double secs = gemm_step_seconds(p, eb, mi, nj, kl);
-        done.push_back(run.add({"gemm " + tag, m.gpu, secs, 1.0, lat, {}}));
-        if (pl.hold == oa::detail::held_panel::a_rows) a_last[kk] = done.back();
-        if (pl.hold == oa::detail::held_panel::b_cols) b_last[kk] = done.back();
-      }
-      out.add({"wait " + tag, -1, 0, 0, 0, {done.back()}});
-      copies.out(out, mi * eb, nj, "C " + tag);
-      c_free.push_back(out.last());
-    }
+        if (st.load_a) copies.in(in, st.mi * eb, st.kl, "A " + st.tag);
+        if (st.load_b) copies.in(in, st.kl * eb, st.nj, "B " + st.tag);
+        std::vector<int> rw{in.last()};
+        if (st.kk == 0 && cb > 0 && st.t >= cb) rw.push_back(c_free[st.t - cb]);  // the tile's C buffer is free
+        run.add({"wait " + st.tag, -1, 0, 0, 0, rw});
+        done.push_back(run.add({"gemm " + st.tag, m.gpu, gemm_step_seconds(p, eb, st.mi, st.nj, st.kl), 1.0, lat, {}}));
+        held.read_by(st, done.back());
+      },
+      [&](const gemm_step& st) {
+        out.add({"wait " + st.tag, -1, 0, 0, 0, {done.back()}});
+        copies.out(out, st.mi * eb, st.nj, "C " + st.tag);
+        c_free.push_back(out.last());
+      });
   return std::move(m.g);
 }
 
