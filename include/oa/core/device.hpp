@@ -53,6 +53,22 @@ struct op_record {
   std::string label;  // launch: kernel name; copy: empty
 };
 
+/// What a device's work costs, as the planner's time model counts it when it
+/// sizes chunks and tiles. Rates in bytes (or flops) per second; 0 where a
+/// resource does not limit (a host-accessible device's link) or is unknown.
+/// Estimates for planning only, never reported as measurements.
+struct device_rates {
+  double h2d = 0;             // pinned host memory to the device, one direction alone
+  double d2h = 0;             // and back
+  double both_ways = 0;       // both directions at once, together (the link's shared cap)
+  double staging = 0;         // pageable host memory through the staging engine, per direction
+  double op_latency = 0;      // seconds each copy or launch costs besides its bytes
+  double kernel_bytes = 0;    // device memory an element-wise kernel reads and writes
+  double gemm_flops[2] = {};  // in-core products: [0] float, [1] double
+  /// The product rate for `elem_bytes`-byte elements (0: unknown).
+  double flops(std::size_t elem_bytes) const noexcept { return gemm_flops[elem_bytes >= 8 ? 1 : 0]; }
+};
+
 /// A kernel generated for a stage (see src/core/kernel_source.hpp), for
 /// devices that compile kernels at run time.
 struct generated_kernel {
@@ -112,6 +128,8 @@ class device {
   virtual bool host_accessible() const noexcept = 0;
   /// Streams the engine should use by default for a pipeline.
   virtual int preferred_streams() const noexcept = 0;
+  /// What its copies and kernels cost, for the planner's time model.
+  virtual device_rates rates() const noexcept { return {}; }
   /// Runs generated kernels (launch::kernel): stages are fused into one
   /// kernel per chunk, temporaries never take device memory.
   virtual bool compiles_kernels() const noexcept { return false; }
