@@ -161,7 +161,9 @@ nlohmann::json predict_one(const profile& p, const bench_args& a, const std::str
               {"incore_gflops", p[eb == 4 ? "cublas_float_tflops" : "cublas_double_tflops"] * 1e3}});
     return r;
   }
-  const streaming_case c = plan_streaming(p, a.workload, a.elements, a.device_memory, a.streams, sequential, a.chunk_bytes);
+  const oa::device_rates rates = planner_rates(p, s == staging::pinned_buffers);
+  const streaming_case c = plan_streaming(p, a.workload, a.elements, a.device_memory, a.streams, sequential,
+                                          a.chunk_bytes, fresh ? &rates : nullptr);
   graph g = fresh ? new_streaming(p, c, s) : old_streaming(p, c, s);
   run_graph(g, r, trace);
   const double in = static_cast<double>(c.in_bytes()), out = static_cast<double>(c.out_bytes());

@@ -48,6 +48,7 @@ function(oa_configure_cuda target)
   list(JOIN dirs ":" dirs_joined)
   target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda/nvrtc_compiler.cpp
                                    ${PROJECT_SOURCE_DIR}/src/cuda/cuda_device.cpp
+                                   ${PROJECT_SOURCE_DIR}/src/cuda/cuda_rates.cpp
                                    ${PROJECT_SOURCE_DIR}/src/cuda/gemm_cublas.cpp
                                    ${PROJECT_SOURCE_DIR}/src/cuda/stl_cub.cu)
   target_compile_definitions(${target} PUBLIC OA_HAS_CUDA=1 PRIVATE OA_CUDA_INCLUDE_DIRS="${dirs_joined}")

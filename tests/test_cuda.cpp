@@ -72,6 +72,23 @@ TEST_CASE("cuda: the launch contract, as every device keeps it") {
   oa_conformance::all<enqueue_host_func>(*dev);
 }
 
+TEST_CASE("cuda: the rates the planner sees are measured and plausible") {
+  auto dev = oa::cuda::make_device({});
+  const oa::device_rates r = dev->rates();
+  MESSAGE("h2d ", r.h2d / 1e9, " GB/s, d2h ", r.d2h / 1e9, ", both ways ", r.both_ways / 1e9, ", device memory ",
+          r.kernel_bytes / 1e9, ", product ", r.gemm_flops[1] / 1e12, " TFLOP/s double");
+  // Any GPU's link moves between 1 GB/s and 1 TB/s; both ways together at
+  // least one way's rate and at most their sum (with a tenth of slack for timing).
+  CHECK(r.h2d > 1e9);
+  CHECK(r.h2d < 1e12);
+  CHECK(r.d2h > 1e9);
+  CHECK(r.d2h < 1e12);
+  CHECK(r.both_ways >= 0.9 * std::min(r.h2d, r.d2h));
+  CHECK(r.both_ways <= 1.1 * (r.h2d + r.d2h));
+  CHECK(r.kernel_bytes > r.h2d);
+  CHECK(dev->rates().h2d == r.h2d);  // measured once
+}
+
 TEST_CASE_TEMPLATE("cuda: products through cuBLAS match Eigen, paged through a small budget", M, Eigen::MatrixXd,
                    Eigen::MatrixXf) {
   using S = typename M::Scalar;

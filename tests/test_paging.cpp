@@ -59,6 +59,30 @@ TEST_CASE("paging: data 16x and more the budget, peak within the budget, results
   }
 }
 
+TEST_CASE("paging: over a modelled link, chunks are planned for overlap, not as few as fit") {
+  // Data as large as the budget: as few chunks as fit would be one per slot,
+  // and the first one's copy in and the last one's copy out would overlap
+  // nothing. With the link's rates the planner cuts more.
+  const std::size_t n = std::size_t{1} << 20;
+  const ArrayXd x = oa_test::random_array(n, -1, 1, 300), y = oa_test::random_array(n, -1, 1, 301);
+  const ArrayXd ref = (x + y) * 0.5;
+  const std::size_t budget = 3 * n * 8;
+  const auto run = [&](double link_gbps) {
+    oa::config c = oa_test::emulated_config(budget, link_gbps);
+    c.link_latency_us = 20;
+    config_scope cs(c);
+    oa::lazy<ArrayXd> mean = (oa::ref(x) + oa::ref(y)) * 0.5;
+    CHECK((mean.get() - ref).abs().maxCoeff() == 0.0);
+    const oa::stage_report r = oa_test::run_total();
+    CHECK(r.peak_device_bytes <= budget);
+    return r;
+  };
+  const oa::stage_report unmodelled = run(0), modelled = run(0.5);
+  CHECK(unmodelled.chunks <= 8);
+  CHECK(modelled.chunks >= 2 * unmodelled.chunks);
+  CHECK(modelled.h2d_bytes == unmodelled.h2d_bytes);
+}
+
 TEST_CASE("paging: an allocation that fails makes the chunks smaller, not the run fail") {
   const bs_inputs in(1 << 19, 200);
   const std::size_t budget = 2 << 20;

@@ -47,8 +47,10 @@ bool fits(const plan_case& c, size_t s) { return (c.bytes_per_unit + c.fixed) * 
 
 size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
-/// Checks every law of a plan, or that it throws when nothing fits.
-void check_plan(const plan_case& c) {
+/// Checks every law of a plan, or that it throws when nothing fits. With
+/// `costs`, the count of chunks is the time model's (checked elsewhere), not
+/// the fewest.
+void check_plan(const plan_case& c, const oa::detail::chunk_costs* costs = nullptr) {
   CAPTURE(c.units);
   CAPTURE(c.bytes_per_unit);
   CAPTURE(c.fixed);
@@ -57,7 +59,8 @@ void check_plan(const plan_case& c) {
   CAPTURE(c.chunk_bytes);
   const std::string what = "stage 3/7 (test::kernel)";
   auto plan = [&] {
-    return oa::detail::plan_chunks(c.units, c.bytes_per_unit, c.fixed, c.budget, c.streams, c.chunk_bytes, what);
+    return oa::detail::plan_chunks(c.units, c.bytes_per_unit, c.fixed, c.budget, c.streams, c.chunk_bytes, what,
+                                   costs);
   };
   if (c.units == 0) {
     const chunk_plan p = plan();
@@ -107,7 +110,7 @@ void check_plan(const plan_case& c) {
   if (c.chunk_bytes != 0 && c.bytes_per_unit != 0)
     CHECK(p.chunk_units * c.bytes_per_unit <= std::max(c.chunk_bytes, c.bytes_per_unit));
   // As few chunks as possible: one chunk fewer would break the budget or the cap.
-  if (p.chunks > 1) {
+  if (p.chunks > 1 && !costs) {
     size_t bigger = ceil_div(c.units, p.chunks - 1);
     if (p.chunks - 1 > 1 && bigger >= 128) bigger = ceil_div(bigger, 64) * 64;
     const bool over_budget = bigger * c.bytes_per_unit * s_fit + c.fixed * s_fit > c.budget;
@@ -189,6 +192,140 @@ TEST_CASE("plan_chunks: random sweep") {
     c.streams = std::uniform_int_distribution<int>(-1, 8)(g);
     c.chunk_bytes = chance(0.5) ? 0 : 1 + log_uniform(1e9);
     check_plan(c);
+  }
+}
+
+// ---- the time model ------------------------------------------------------------------
+
+/// The H100's link as measured (bench/results/2026-11-23-h100): 54.7 GB/s in,
+/// 55.2 out, 88.4 both ways at once; 10 us per operation.
+oa::device_rates h100_link() {
+  oa::device_rates r;
+  r.h2d = 54.7e9, r.d2h = 55.2e9, r.both_ways = 88.4e9, r.op_latency = 10e-6;
+  return r;
+}
+
+/// Black-Scholes as the CUDA device runs it: five double inputs, two
+/// outputs, one fused kernel per chunk.
+oa::detail::chunk_costs blackscholes_costs(const oa::device_rates& r) {
+  oa::detail::chunk_costs c;
+  c.in_bytes_per_unit = 40, c.out_bytes_per_unit = 16, c.kernel_bytes_per_unit = 56;
+  c.copies_in = 5, c.copies_out = 2, c.launches = 1;
+  c.rates = r;
+  c.rates.kernel_bytes = 2.4e12;
+  return c;
+}
+
+TEST_CASE("link_seconds: each way alone, then both within the shared cap in proportion") {
+  oa::device_rates r = h100_link();
+  CHECK(oa::detail::link_seconds(r, 54.7e9, 0) == doctest::Approx(1.0));
+  CHECK(oa::detail::link_seconds(r, 0, 55.2e9) == doctest::Approx(1.0));
+  // Black-Scholes at 8x a 4 GiB budget: 24.5 GB in, 9.8 GB out. Both run at
+  // their share of 88.4 GB/s while the outputs move, the inputs finish alone:
+  // 0.492 s, not the 0.449 s of the inputs alone.
+  const double in = 613566756.0 * 40, out = 613566756.0 * 16;
+  const double sh = 54.7e9 * 88.4 / (54.7 + 55.2), sd = 55.2e9 * 88.4 / (54.7 + 55.2);
+  const double both = out / sd;
+  CHECK(oa::detail::link_seconds(r, in, out) == doctest::Approx(both + (in - sh * both) / 54.7e9));
+  CHECK(oa::detail::link_seconds(r, in, out) == doctest::Approx(0.4919).epsilon(0.001));
+  r.both_ways = 0;  // no cap: each way alone
+  CHECK(oa::detail::link_seconds(r, in, out) == doctest::Approx(in / 54.7e9));
+  CHECK(oa::detail::link_seconds(oa::device_rates{}, in, out) == 0);
+}
+
+TEST_CASE("pipeline_seconds: one round trip, then the busiest engine per further chunk") {
+  oa::detail::chunk_costs c;
+  c.in_bytes_per_unit = 3, c.out_bytes_per_unit = 1, c.copies_in = 1, c.copies_out = 1;
+  c.rates.h2d = c.rates.d2h = 1;  // a byte a second
+  c.launches = 0;
+  // 4 chunks of 10 units: 30 s in, 10 s out each; in is the bottleneck.
+  CHECK(oa::detail::pipeline_seconds(c, 40, 4, 4) == doctest::Approx(40 + 3 * 30));
+  // One slot: every chunk's whole round trip.
+  CHECK(oa::detail::pipeline_seconds(c, 40, 4, 1) == doctest::Approx(4 * 40));
+  // Two slots: half a round trip per chunk when that passes the busiest engine.
+  c.in_bytes_per_unit = 1;
+  CHECK(oa::detail::pipeline_seconds(c, 40, 4, 2) == doctest::Approx(20 + 3 * 10));
+  // Latency per operation.
+  c.rates.op_latency = 0.5;
+  CHECK(oa::detail::pipeline_seconds(c, 40, 4, 4) == doctest::Approx(21 + 3 * 10.5));
+}
+
+TEST_CASE("plan_chunks: the time model cuts more chunks where the pipeline's edges cost time") {
+  // Black-Scholes at 1x a 4 GiB budget (fused buffers: 56 bytes per unit):
+  // five chunks fit on four slots; the first chunk's copy in and the last
+  // one's copy out cannot overlap anything.
+  const size_t units = 76695844, budget = size_t{4} << 30;
+  const chunk_plan fewest = oa::detail::plan_chunks(units, 56, 0, budget, 4, 0, "bs");
+  CHECK(fewest.chunks == 5);
+  for (double cap : {0.0, 88.4e9}) {
+    CAPTURE(cap);
+    oa::device_rates r = h100_link();
+    r.both_ways = cap;
+    const oa::detail::chunk_costs k = blackscholes_costs(r);
+    const chunk_plan timed = oa::detail::plan_chunks(units, 56, 0, budget, 4, 0, "bs", &k);
+    CHECK(timed.chunks >= 2 * fewest.chunks);
+    CHECK(timed.streams == 4);
+    const double t_fewest = oa::detail::pipeline_seconds(k, units, fewest.chunks, fewest.streams);
+    const double t_timed = oa::detail::pipeline_seconds(k, units, timed.chunks, timed.streams);
+    const double link = oa::detail::link_seconds(k.rates, units * 40.0, units * 16.0);
+    // Without the shared cap the edges are a tenth of the time at five chunks.
+    if (cap == 0) CHECK(t_fewest > 1.08 * link);
+    CHECK(t_timed < 0.97 * t_fewest);
+    CHECK(t_timed < 1.06 * link);
+  }
+  const oa::detail::chunk_costs c = blackscholes_costs(h100_link());
+
+  // Operations so costly that more chunks never pay: the fewest.
+  oa::detail::chunk_costs slow = c;
+  slow.rates.op_latency = 1.0;
+  CHECK(oa::detail::plan_chunks(units, 56, 0, budget, 4, 0, "bs", &slow).chunks == fewest.chunks);
+  // Rates that say nothing of the link: the fewest.
+  oa::detail::chunk_costs unknown = c;
+  unknown.rates = {};
+  CHECK(oa::detail::plan_chunks(units, 56, 0, budget, 4, 0, "bs", &unknown).chunks == fewest.chunks);
+  // One slot: more chunks only add operations.
+  CHECK(oa::detail::plan_chunks(units, 56, 0, budget, 1, 0, "bs", &c).chunks ==
+        oa::detail::plan_chunks(units, 56, 0, budget, 1, 0, "bs").chunks);
+  // Never finer than 64 units a chunk.
+  const chunk_plan small = oa::detail::plan_chunks(1000, 56, 0, budget, 4, 0, "bs", &c);
+  CHECK(small.chunk_units >= 64);
+}
+
+TEST_CASE("plan_chunks: random sweep with the time model") {
+  std::mt19937_64 g(11);
+  auto log_uniform = [&](double hi) {
+    return static_cast<size_t>(std::exp(std::uniform_real_distribution<double>(0, std::log(hi + 1))(g)) - 1);
+  };
+  auto uniform = [&](double lo, double hi) { return std::uniform_real_distribution<double>(lo, hi)(g); };
+  for (int i = 0; i < 1500; ++i) {
+    plan_case c;
+    c.units = 1 + log_uniform(1e8);
+    c.bytes_per_unit = 1 + log_uniform(1e4);
+    c.fixed = uniform(0, 1) < 0.5 ? 0 : log_uniform(1e6);
+    c.budget = 1 + log_uniform(1e11);
+    c.streams = std::uniform_int_distribution<int>(1, 8)(g);
+    c.chunk_bytes = uniform(0, 1) < 0.7 ? 0 : 1 + log_uniform(1e9);
+    oa::detail::chunk_costs k;
+    k.in_bytes_per_unit = log_uniform(1e4), k.out_bytes_per_unit = log_uniform(1e4);
+    k.kernel_bytes_per_unit = log_uniform(1e4);
+    k.copies_in = log_uniform(8), k.copies_out = log_uniform(8), k.launches = 1 + log_uniform(8);
+    k.rates.h2d = std::exp(uniform(std::log(1e8), std::log(1e11)));
+    k.rates.d2h = std::exp(uniform(std::log(1e8), std::log(1e11)));
+    k.rates.both_ways = uniform(0, 1) < 0.5 ? 0 : k.rates.h2d;
+    k.rates.kernel_bytes = uniform(0, 1) < 0.3 ? 0 : std::exp(uniform(std::log(1e9), std::log(1e13)));
+    k.rates.op_latency = std::exp(uniform(std::log(1e-7), std::log(1e-2)));
+    check_plan(c, &k);  // budget, cap, tiling, streams
+    if (!fits(c, 1)) continue;
+    const chunk_plan fewest =
+        oa::detail::plan_chunks(c.units, c.bytes_per_unit, c.fixed, c.budget, c.streams, c.chunk_bytes, "t");
+    const chunk_plan timed =
+        oa::detail::plan_chunks(c.units, c.bytes_per_unit, c.fixed, c.budget, c.streams, c.chunk_bytes, "t", &k);
+    CAPTURE(fewest.chunks);
+    CAPTURE(timed.chunks);
+    CHECK(timed.chunks >= fewest.chunks);
+    // Never predicted slower than the fewest chunks.
+    CHECK(oa::detail::pipeline_seconds(k, c.units, timed.chunks, timed.streams) <=
+          1.01 * oa::detail::pipeline_seconds(k, c.units, fewest.chunks, fewest.streams));
   }
 }
 

@@ -1,8 +1,12 @@
 #include "sim/workloads.hpp"
 
+#include "sim/machine.hpp"
+
 #include <Eigen/Core>
 #include <oa/annotations/eigen_array.hpp>
 #include <oa/oa.hpp>
+#include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <vector>
 
@@ -60,14 +64,47 @@ double kernel_seconds_per_unit(const profile& p, const std::string& workload) {
   return p[workload + "_kernel_ns_per_element"] * 1e-9;
 }
 
+oa::device_rates planner_rates(const profile& p, bool pageable) {
+  oa::device_rates r;
+  r.h2d = p["h2d_pinned_gbps"] * gb;
+  r.d2h = p["d2h_pinned_gbps"] * gb;
+  r.both_ways = p["both_ways_pinned_gbps"] * gb;
+  r.op_latency = p["op_latency_us"] * 1e-6;
+  // Fill (or drain) threads each way, within half the host's copy bandwidth.
+  if (pageable)
+    r.staging = std::min(p["new_host_threads"] * p["new_memcpy_gbps_per_thread"], p["host_memcpy_cap_gbps"] / 2) * gb;
+  return r;
+}
+
+namespace {
+
+/// As stage_plan.cpp's costs_of for the fused stage of `shape`, with the
+/// kernel's rate taken from the profile's time per element.
+oa::detail::chunk_costs costs_of(const profile& p, const std::string& workload, const stage_shape& shape,
+                                 const oa::device_rates& rates) {
+  oa::detail::chunk_costs c;
+  c.rates = rates;
+  for (std::size_t b : shape.in_unit_bytes) c.in_bytes_per_unit += b, ++c.copies_in;
+  for (std::size_t b : shape.out_unit_bytes) c.out_bytes_per_unit += b, ++c.copies_out;
+  if (rates.staging > 0) c.staged_in_per_unit = c.in_bytes_per_unit, c.staged_out_per_unit = c.out_bytes_per_unit;
+  c.kernel_bytes_per_unit = c.in_bytes_per_unit + c.out_bytes_per_unit;
+  c.rates.kernel_bytes = static_cast<double>(c.kernel_bytes_per_unit) / kernel_seconds_per_unit(p, workload);
+  return c;
+}
+
+}  // namespace
+
 streaming_case plan_streaming(const profile& p, const std::string& workload, std::size_t elements,
-                              std::size_t budget, int streams, bool sequential, std::size_t chunk_bytes) {
+                              std::size_t budget, int streams, bool sequential, std::size_t chunk_bytes,
+                              const oa::device_rates* rates) {
   const stage_shape shape = streaming_shape(workload);
   oa::detail::slot_memory slot{shape.buffer_unit_bytes, 0, 1, {}};
   // As stage_plan.cpp: no --streams is the device's preferred count, planned for even when sequential.
   const int want = streams > 0 ? streams : cuda_preferred_streams;
-  const oa::detail::chunk_plan plan =
-      oa::detail::plan_chunks(elements, slot, budget, want, chunk_bytes, "oa-sim " + workload);
+  const std::optional<oa::detail::chunk_costs> costs =
+      rates ? std::optional(costs_of(p, workload, shape, *rates)) : std::nullopt;
+  const oa::detail::chunk_plan plan = oa::detail::plan_chunks(elements, slot, budget, want, chunk_bytes,
+                                                              "oa-sim " + workload, costs ? &*costs : nullptr);
   streaming_case c;
   c.workload = workload;
   c.units = elements;

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <nlohmann/json.hpp>
+#include <oa/core/device.hpp>
 #include <string>
 
 #include "sim/cases.hpp"
@@ -20,10 +21,17 @@ stage_shape streaming_shape(const std::string& workload);
 /// cuda_device::preferred_streams(): the streams a stage gets when --streams is not given.
 constexpr int cuda_preferred_streams = 4;
 
+/// The rates the new design's planner would see on the profile's machine
+/// (`pageable`: arrays go through the staging threads).
+oa::device_rates planner_rates(const profile& p, bool pageable);
+
 /// A streaming case chunked by oa's planner (plan_chunks) under `budget`;
-/// `streams` 0 is the CUDA device's preferred count.
+/// `streams` 0 is the CUDA device's preferred count. With `rates` the
+/// planner's time model sizes the chunks (the new design), without them the
+/// fewest chunks that fit (the design the committed runs measured).
 streaming_case plan_streaming(const profile& p, const std::string& workload, std::size_t elements,
-                              std::size_t budget, int streams, bool sequential, std::size_t chunk_bytes);
+                              std::size_t budget, int streams, bool sequential, std::size_t chunk_bytes,
+                              const oa::device_rates* rates = nullptr);
 
 /// A product's case tiled by oa's planner (plan_tiles) under `budget`.
 gemm_case plan_gemm(std::size_t n, std::size_t elem_bytes, std::size_t budget, bool sequential,

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <map>
 
 #include "oa/core/error.hpp"
@@ -259,8 +261,10 @@ std::size_t slot_memory::bytes_per_unit() const noexcept {
 }
 
 chunk_plan plan_chunks(std::size_t units, std::size_t bytes_per_unit, std::size_t fixed_bytes_per_slot,
-                       std::size_t budget, int streams, std::size_t chunk_bytes, const std::string& what) {
-  return plan_chunks(units, slot_memory{{bytes_per_unit}, fixed_bytes_per_slot, 1}, budget, streams, chunk_bytes, what);
+                       std::size_t budget, int streams, std::size_t chunk_bytes, const std::string& what,
+                       const chunk_costs* costs) {
+  return plan_chunks(units, slot_memory{{bytes_per_unit}, fixed_bytes_per_slot, 1, {}}, budget, streams, chunk_bytes,
+                     what, costs);
 }
 
 namespace {
@@ -291,8 +295,64 @@ std::size_t even_chunk(std::size_t units, std::size_t chunks, std::size_t align)
 }
 }  // namespace
 
+double link_seconds(const device_rates& r, double h2d_bytes, double d2h_bytes) noexcept {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double rh = r.h2d > 0 ? r.h2d : inf, rd = r.d2h > 0 ? r.d2h : inf;
+  const double alone = std::max(h2d_bytes / rh, d2h_bytes / rd);
+  if (!(r.both_ways > 0)) return alone;
+  if (rh + rd <= r.both_ways) return alone;
+  if (!std::isfinite(rh + rd)) return std::max(alone, (h2d_bytes + d2h_bytes) / r.both_ways);
+  // Both run at their share of the cap until the shorter finishes; the other goes on alone.
+  const double sh = rh * r.both_ways / (rh + rd), sd = rd * r.both_ways / (rh + rd);
+  const double both = std::min(h2d_bytes / sh, d2h_bytes / sd);
+  return both + (h2d_bytes - sh * both) / rh + (d2h_bytes - sd * both) / rd;
+}
+
+double pipeline_seconds(const chunk_costs& c, std::size_t units, std::size_t chunks, int slots) {
+  if (units == 0 || chunks == 0) return 0;
+  const device_rates& r = c.rates;
+  const double u = static_cast<double>(units) / static_cast<double>(chunks);
+  const auto per = [](double bytes, double rate) { return rate > 0 ? bytes / rate : 0.0; };
+  const double in_b = static_cast<double>(c.in_bytes_per_unit) * u, out_b = static_cast<double>(c.out_bytes_per_unit) * u;
+  // Staging fills and drains run beside their DMAs, piece by piece: the slower sets the pace.
+  const double in = std::max(per(in_b, r.h2d), per(static_cast<double>(c.staged_in_per_unit) * u, r.staging)) +
+                    static_cast<double>(c.copies_in) * r.op_latency;
+  const double out = std::max(per(out_b, r.d2h), per(static_cast<double>(c.staged_out_per_unit) * u, r.staging)) +
+                     static_cast<double>(c.copies_out) * r.op_latency;
+  const double kernels = per(static_cast<double>(c.kernel_bytes_per_unit) * u, r.kernel_bytes) +
+                         static_cast<double>(c.launches) * r.op_latency;
+  const double round_trip = in + kernels + out;
+  const double busiest = std::max({in, kernels, out, link_seconds(r, in_b, out_b),
+                                   round_trip / static_cast<double>(std::max(slots, 1))});
+  return round_trip + static_cast<double>(chunks - 1) * busiest;
+}
+
+namespace {
+
+/// The chunk count from `fewest` up that the time model predicts fastest,
+/// taking the fewest chunks within 1% of the best (per-chunk host work the
+/// model leaves out favours fewer). Candidates grow by about 1/16 a step.
+std::size_t fastest_chunks(const chunk_costs& c, std::size_t units, std::size_t fewest, std::size_t largest_chunk,
+                           int slots, std::size_t align) {
+  std::vector<std::pair<std::size_t, double>> tried;
+  double best = std::numeric_limits<double>::infinity();
+  // Up to one chunk per `align` units: finer chunks only add operations.
+  const std::size_t most = std::max(fewest, std::min<std::size_t>(units / align, fewest * 256));
+  for (std::size_t n = fewest; n <= most; n += std::max<std::size_t>(1, n / 16)) {
+    if (even_chunk(units, n, align) > largest_chunk) continue;
+    const double t = pipeline_seconds(c, units, n, slots);
+    tried.emplace_back(n, t);
+    best = std::min(best, t);
+  }
+  for (const auto& [n, t] : tried)
+    if (t <= best * 1.01) return n;
+  return fewest;
+}
+
+}  // namespace
+
 chunk_plan plan_chunks(std::size_t units, const slot_memory& slot, std::size_t budget, int streams,
-                       std::size_t chunk_bytes, const std::string& what) {
+                       std::size_t chunk_bytes, const std::string& what, const chunk_costs* costs) {
   chunk_plan plan;
   streams = std::max(streams, 1);
   if (units == 0) return {1, 0, 1};
@@ -331,6 +391,8 @@ chunk_plan plan_chunks(std::size_t units, const slot_memory& slot, std::size_t b
   constexpr std::size_t align = 64;
   std::size_t chunks = ceil_div(units, cu);
   if (even_chunk(units, chunks, align) > cu) chunks = ceil_div(units, cu / align * align);
+  if (costs && costs->known())
+    chunks = fastest_chunks(*costs, units, chunks, std::max(cu, even_chunk(units, chunks, align)), s, align);
   plan.chunk_units = even_chunk(units, chunks, align);
   plan.chunks = ceil_div(units, plan.chunk_units);
   plan.streams = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(s), plan.chunks));

@@ -8,6 +8,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "oa/core/device.hpp"
 #include "oa/core/graph.hpp"
 
 namespace oa::detail {
@@ -117,17 +118,51 @@ struct slot_memory {
   std::size_t bytes_per_unit() const noexcept;
 };
 
+/// What a chunk of a stage costs on a device with its own memory, for the
+/// time model that sizes chunks: bytes over the link and through the
+/// kernels per unit, operations per chunk, and the device's rates.
+struct chunk_costs {
+  std::size_t in_bytes_per_unit = 0;      // copied in per unit (pinned or staged)
+  std::size_t out_bytes_per_unit = 0;     // copied out per unit
+  std::size_t staged_in_per_unit = 0;     // of those, through the staging engine (pageable host memory)
+  std::size_t staged_out_per_unit = 0;
+  std::size_t kernel_bytes_per_unit = 0;  // device memory the chunk's kernels read and write
+  std::size_t copies_in = 0, copies_out = 0, launches = 1;  // operations per chunk
+  device_rates rates;
+
+  /// Whether the rates say anything about the link (else chunks are sized by memory alone).
+  bool known() const noexcept { return rates.h2d > 0 || rates.d2h > 0 || rates.both_ways > 0; }
+};
+
+/// Seconds to move `h2d_bytes` in and `d2h_bytes` out at once over a link
+/// with `r`'s rates: each direction at its own rate until their sum passes
+/// the shared cap, then both slowed in proportion (as measured on an H100:
+/// 54.7 and 55.2 GB/s alone, 88.4 together). Unlimited rates cost nothing.
+double link_seconds(const device_rates& r, double h2d_bytes, double d2h_bytes) noexcept;
+
+/// Predicted seconds of a stage of `units` cut into `chunks` even chunks on
+/// `slots` pipeline slots: the first chunk's copy in, kernels and copy out,
+/// then one bottleneck time per further chunk (the busiest of copy in,
+/// kernels, copy out, the link's shared cap, or a slot's whole round trip).
+/// An estimate for planning, never reported as a measurement.
+double pipeline_seconds(const chunk_costs& c, std::size_t units, std::size_t chunks, int slots);
+
 /// Chooses the chunk size: every buffer live per chunk times the pipeline
 /// depth (streams) must fit the budget. Fewer streams are tried before giving
-/// up; chunks are then evened out. `chunk_bytes` (OA_CHUNK_BYTES) caps the
-/// chunk when nonzero. Throws oa::plan_error naming the stage and the smallest
-/// budget that would hold one unit on one stream when this one cannot.
+/// up. Without `costs` (or with rates that say nothing of the link), as few
+/// chunks as fit; with them, the count the time model predicts fastest
+/// (more, smaller chunks shorten the pipeline's fill and drain at its edges
+/// until per-operation costs outweigh them). Chunks are then evened out.
+/// `chunk_bytes` (OA_CHUNK_BYTES) caps the chunk when nonzero. Throws
+/// oa::plan_error naming the stage and the smallest budget that would hold
+/// one unit on one stream when this one cannot.
 chunk_plan plan_chunks(std::size_t units, const slot_memory& slot, std::size_t budget, int streams,
-                       std::size_t chunk_bytes, const std::string& what);
+                       std::size_t chunk_bytes, const std::string& what, const chunk_costs* costs = nullptr);
 /// The same for a slot of one buffer of `bytes_per_unit` plus
 /// `fixed_bytes_per_slot`, counted exactly.
 chunk_plan plan_chunks(std::size_t units, std::size_t bytes_per_unit, std::size_t fixed_bytes_per_slot,
-                       std::size_t budget, int streams, std::size_t chunk_bytes, const std::string& what);
+                       std::size_t budget, int streams, std::size_t chunk_bytes, const std::string& what,
+                       const chunk_costs* costs = nullptr);
 
 /// "vm::add, vm::mul (+3 more)": names of a stage's calls for messages.
 std::string describe(const stage& s, const std::vector<call_node>& nodes);

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "oa/core/error.hpp"
+#include "oa/core/pinned.hpp"
 
 namespace oa::detail {
 
@@ -73,6 +74,43 @@ bool stage_plan::shrink(chunk_plan& c, int& nslots) const {
 }
 
 namespace {
+
+/// Whether copies of `v`'s host storage go through the staging engine
+/// (pageable) rather than straight over the link (pinned). Storage made by
+/// the stage itself is taken as pageable.
+bool staged(const value_state& v) {
+  if (!v.object) return true;
+  const region r = residency::whole_region(v);
+  return !is_pinned(r.data, residency::span(r));
+}
+
+/// What a chunk of the planned stage moves and runs per unit, for the time
+/// model sizing its chunks. Values in whole or resident copies move once,
+/// not per chunk.
+chunk_costs costs_of(const stage_plan& p, const stage& s, const device& dev) {
+  chunk_costs c;
+  c.rates = dev.rates();
+  for (std::size_t k = 0; k < p.layout.values.size(); ++k) {
+    const stage_value& v = p.layout.values[k];
+    const std::size_t ub = v.v->shape.unit_bytes();
+    if (v.cls == value_class::temporary) {
+      if (p.mode != placement_mode::fused) c.kernel_bytes_per_unit += 2 * ub;  // written, then read
+      continue;
+    }
+    c.kernel_bytes_per_unit += ub;
+    if (p.whole[k] || p.resident_in[k]) continue;
+    const bool through_staging = staged(*v.v);
+    if (v.cls == value_class::input) {
+      c.in_bytes_per_unit += ub, ++c.copies_in;
+      if (through_staging) c.staged_in_per_unit += ub;
+    } else {
+      c.out_bytes_per_unit += ub, ++c.copies_out;
+      if (through_staging) c.staged_out_per_unit += ub;
+    }
+  }
+  c.launches = p.mode == placement_mode::fused ? 1 : s.calls.size();
+  return c;
+}
 
 /// How much of the device's memory a plan may give to resident copies.
 enum class residency_use : std::uint8_t {
@@ -166,8 +204,9 @@ stage_plan plan_with(const stage& s, const std::vector<call_node>& nodes,
     const stage_layout plain = layout_stage(s, nodes, p.mode, needed_on_host);
     p.slot_mem.moved_bytes_per_unit = plain.buffer_bytes_per_unit;
   }
+  const chunk_costs costs = in_place ? chunk_costs{} : costs_of(p, s, dev);
   p.chunks = plan_chunks(s.units, p.slot_mem, dev.memory_budget() - reserved - p.whole_bytes, want_streams,
-                         opt.chunk_bytes, p.what + largest_unit(L));
+                         opt.chunk_bytes, p.what + largest_unit(L), &costs);
   p.slots = opt.sequential ? 1 : std::max(p.chunks.streams, 1);
   return p;
 }

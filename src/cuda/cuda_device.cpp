@@ -31,6 +31,7 @@
 
 #include "core/staging.hpp"
 #include "cuda/copy_pool.hpp"
+#include "cuda/cuda_rates.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "oa/core/pinned.hpp"
 #include "oa/cuda/error.hpp"
@@ -261,6 +262,11 @@ class cuda_device final : public device, private oa::detail::staging_port {
   std::string name() const override { return std::string("cuda (") + props_.name + ")"; }
   bool host_accessible() const noexcept override { return false; }
   int preferred_streams() const noexcept override { return 4; }
+  // Measured once, when the first stage is planned.
+  device_rates rates() const noexcept override {
+    std::call_once(rates_once_, [this] { rates_ = detail::measure_rates(opt_.ordinal); });
+    return rates_;
+  }
   bool compiles_kernels() const noexcept override { return true; }
   bool runs_device_functions() const noexcept override { return true; }
 
@@ -712,6 +718,8 @@ class cuda_device final : public device, private oa::detail::staging_port {
   }
 
   const options opt_;
+  mutable std::once_flag rates_once_;
+  mutable device_rates rates_;
   const stream_memops memops_ = stream_memops::load();
   cudaDeviceProp props_{};
   std::size_t budget_ = 0;

@@ -104,6 +104,16 @@ class emulated_device final : public stream_device, private staging_port {
   // Three chunks in flight (in, compute, out) plus one of slack, so that a
   // late copy does not stall the other engines.
   int preferred_streams() const noexcept override { return 4; }
+  // The link as configured; each operation also pays its hand-off to an
+  // engine thread (tens of microseconds on an idle machine). Staging and
+  // kernel rates are the host's, not modelled here: unknown.
+  device_rates rates() const noexcept override {
+    device_rates r;
+    r.h2d = r.d2h = opt_.link_bytes_per_second;
+    r.both_ways = opt_.link_shared_bytes_per_second;
+    r.op_latency = opt_.link_latency_seconds + 30e-6;
+    return r;
+  }
 
   std::size_t staged_bytes() const noexcept override {
     std::lock_guard lock(staging_m_);
