@@ -94,7 +94,8 @@ staging_engine::staging_engine(staging_port& port, std::pmr::memory_resource& pi
   }
   fillers_ = std::make_unique<workers>(opt.fill_threads);
   drainers_ = std::make_unique<workers>(opt.drain_threads);
-  faulters_ = std::make_unique<workers>(1);
+  faulters_ = std::make_unique<workers>(opt.prefault_threads > 0 ? opt.prefault_threads
+                                                                 : std::max(1, opt.drain_threads / 2));
 }
 
 staging_engine::~staging_engine() {
@@ -220,21 +221,32 @@ void staging_engine::copy_in(const region& dst, const region& src, stream_id s) 
   stats_.bytes_in += src.bytes();
 }
 
-void staging_engine::prefault(const region& host) {
-  static const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-  const auto first = reinterpret_cast<std::uintptr_t>(host.data) / page * page;
-  const auto end = reinterpret_cast<std::uintptr_t>(host.data) + (host.rows - 1) * host.pitch + host.width;
+void staging_engine::prefault(std::uintptr_t first, std::uintptr_t end) {
   const auto t0 = std::chrono::steady_clock::now();
-  // Best effort: a kernel without MADV_POPULATE_WRITE leaves the faults to the drain.
+  // Best effort: a kernel without MADV_POPULATE_WRITE leaves the faults to
+  // the drain. Pages already there (written, or faulted in) are left as
+  // they are: no byte changes.
   (void)madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);
   const double busy = seconds_since(t0);
   std::lock_guard lock(stats_m_);
   stats_.prefault_seconds += busy;
 }
 
+void staging_engine::prefault_ahead(const region& dst) {
+  // Small destinations fault in as fast as the drain would; large ones go to
+  // the faulting threads in pieces, in drain order, so several work at once.
+  constexpr std::uintptr_t piece = std::uintptr_t{8} << 20;
+  if (dst.bytes() < (std::size_t{1} << 20)) return;
+  static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto first = reinterpret_cast<std::uintptr_t>(dst.data) / page * page;
+  const auto end = reinterpret_cast<std::uintptr_t>(dst.data) + (dst.rows - 1) * dst.pitch + dst.width;
+  for (std::uintptr_t a = first; a < end; a += piece)
+    faulters_->push([this, a, b = std::min(end, a + piece)] { prefault(a, b); });
+}
+
 void staging_engine::copy_out(const region& dst, const region& src, stream_id s) {
   std::lock_guard lock(m_);
-  if (dst.bytes() >= std::size_t{1} << 20) faulters_->push([this, dst] { prefault(dst); });
+  prefault_ahead(dst);
   forget_drained();
   for_each_piece(src, dst, opt_.slot_bytes, [&](const region& d, const region& h) {
     slot& sl = out_[next_out_++ % out_.size()];

@@ -109,6 +109,7 @@ struct staging_options {
   int slots = 8;          // per direction
   int fill_threads = 2;   // copy-in threads
   int drain_threads = 2;  // copy-out threads
+  int prefault_threads = 0;  // threads faulting in drains' destinations ahead of them; 0: half the drain threads
   // Fault injection: the Nth fill or drain (from 1) fails; 0: none.
   std::uint64_t fail_fill = 0;
   std::uint64_t fail_drain = 0;
@@ -183,7 +184,8 @@ class staging_engine {
             const std::vector<pending_drain>& after);
   void drain(const slot& sl, std::uint32_t use, region host, region packed, stream_id s);
   void skip(workers& w, const slot& sl, std::uint32_t use) noexcept;
-  void prefault(const region& host);
+  void prefault(std::uintptr_t first, std::uintptr_t end);
+  void prefault_ahead(const region& dst);
 
   staging_port& port_;
   std::pmr::memory_resource& pinned_;
