@@ -375,14 +375,19 @@ TEST_CASE("OA_REPORT and OA_TRACE: the run report and the trace are written as J
   for (const char* k : {"h2d_seconds", "compute_seconds", "d2h_seconds", "seconds"}) CHECK(s.at(k).get<double>() >= 0);
   const auto t = nlohmann::json::parse(tf);
   std::set<std::string> tracks;
-  std::size_t slices = 0;
+  std::size_t slices = 0, fills = 0;
   for (const auto& e : t.at("traceEvents")) {
     if (e.at("ph") == "M" && e.at("name") == "thread_name") tracks.insert(e["args"]["name"].get<std::string>());
     if (e.at("ph") == "X") ++slices;
+    if (e.at("ph") == "X" && e.at("name") == "fill") ++fills;
   }
   CHECK(tracks.count("h2d copy engine") == 1);
   CHECK(tracks.count("d2h copy engine") == 1);
   CHECK(tracks.count("stream 0") == 1);
+  // The vectors are pageable: their bytes went through the staging engine's
+  // threads, whose work is on the timeline too.
+  CHECK(tracks.count("staging fill threads") == 1);
+  CHECK(fills >= 2 * s.at("chunks").get<std::size_t>());
   CHECK(slices >= 3 * s.at("chunks").get<std::size_t>());  // copies in, a launch, the partial out
   std::remove(report.c_str());
   std::remove(trace.c_str());

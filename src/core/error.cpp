@@ -46,6 +46,10 @@ const char* to_string(phase p) noexcept {
     case phase::h2d: return "h2d";
     case phase::compute: return "compute";
     case phase::d2h: return "d2h";
+    case phase::fill: return "fill";
+    case phase::drain: return "drain";
+    case phase::prefault: return "prefault";
+    case phase::pin: return "pin";
   }
   return "?";
 }

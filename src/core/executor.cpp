@@ -289,8 +289,10 @@ void add_device_records(stage_report& rep, device& dev, const run_options& opt) 
     if (o.what == phase::h2d) rep.h2d_bytes += o.bytes;
     if (o.what == phase::d2h) rep.d2h_bytes += o.bytes;
     if (opt.trace) {
-      std::string track = o.what == phase::compute ? "stream " + std::to_string(o.stream)
-                                                    : std::string(to_string(o.what)) + " copy engine";
+      std::string track = o.what == phase::compute                          ? "stream " + std::to_string(o.stream)
+                          : o.what == phase::h2d || o.what == phase::d2h ? std::string(to_string(o.what)) + " copy engine"
+                          : o.what == phase::pin                         ? std::string("host memory pinned")
+                                                                         : "staging " + std::string(to_string(o.what)) + " threads";
       opt.trace->push_back({dev.name(), std::move(track), o.what == phase::compute ? o.label : to_string(o.what),
                             o.begin, o.end, o.bytes});
     }

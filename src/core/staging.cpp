@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <utility>
 
 #include "oa/core/error.hpp"
 
@@ -156,11 +157,9 @@ void staging_engine::fill(const slot& sl, std::uint32_t use, region packed, regi
     else
       copy_region(packed, host);
   }
-  const double busy = seconds_since(t0);
+  account(phase::fill, s, t0, free ? host.bytes() : 0);  // before the stream can see it done
   publish(*sl.ready, use);
   port_.host_wrote(*sl.ready);
-  std::lock_guard lock(stats_m_);
-  stats_.fill_seconds += busy;
 }
 
 void staging_engine::drain(const slot& sl, std::uint32_t use, region host, region packed, stream_id s) {
@@ -175,11 +174,30 @@ void staging_engine::drain(const slot& sl, std::uint32_t use, region host, regio
     else
       copy_region(host, packed);
   }
-  const double busy = seconds_since(t0);
+  account(phase::drain, s, t0, landed ? host.bytes() : 0);  // before the stream can see it done
   publish(*sl.free, use);
   port_.host_wrote(*sl.free);
+}
+
+void staging_engine::account(phase what, stream_id s, std::chrono::steady_clock::time_point t0, std::size_t bytes) {
+  const double busy = seconds_since(t0);
   std::lock_guard lock(stats_m_);
-  stats_.drain_seconds += busy;
+  (what == phase::fill ? stats_.fill_seconds : what == phase::drain ? stats_.drain_seconds : stats_.prefault_seconds) +=
+      busy;
+  if (!recording_ || bytes == 0) return;
+  const double begin = std::chrono::duration<double>(t0 - epoch_).count();
+  spans_.push_back({what, s, begin, begin + busy, bytes, {}});
+}
+
+void staging_engine::record_spans(bool on, std::chrono::steady_clock::time_point epoch) {
+  std::lock_guard lock(stats_m_);
+  recording_ = on;
+  epoch_ = epoch;
+}
+
+std::vector<op_record> staging_engine::take_spans() {
+  std::lock_guard lock(stats_m_);
+  return std::exchange(spans_, {});
 }
 
 void staging_engine::skip(workers& w, const slot& sl, std::uint32_t use) noexcept {
@@ -227,9 +245,7 @@ void staging_engine::prefault(std::uintptr_t first, std::uintptr_t end) {
   // the drain. Pages already there (written, or faulted in) are left as
   // they are: no byte changes.
   (void)madvise(reinterpret_cast<void*>(first), end - first, MADV_POPULATE_WRITE);
-  const double busy = seconds_since(t0);
-  std::lock_guard lock(stats_m_);
-  stats_.prefault_seconds += busy;
+  account(phase::prefault, -1, t0, end - first);
 }
 
 void staging_engine::prefault_ahead(const region& dst) {

@@ -35,6 +35,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <exception>
@@ -144,6 +145,11 @@ class staging_engine {
   staging_stats stats() const;
   const staging_options& options() const noexcept { return opt_; }
 
+  /// From now on, keeps each fill, drain and prefault as a span (seconds
+  /// since `epoch`, the device's timeline) until take_spans; off: none.
+  void record_spans(bool on, std::chrono::steady_clock::time_point epoch);
+  std::vector<op_record> take_spans();
+
  private:
   struct slot {
     std::byte* data = nullptr;
@@ -198,7 +204,13 @@ class staging_engine {
   std::vector<pending_drain> draining_;  // copies out submitted, maybe not drained yet
   std::atomic<bool> aborted_{false};
   std::atomic<std::uint64_t> fills_{0}, drains_{0};
-  mutable std::mutex stats_m_;
+  mutable std::mutex stats_m_;  // stats_, and the spans below
+  bool recording_ = false;
+  std::chrono::steady_clock::time_point epoch_;
+  std::vector<op_record> spans_;
+  /// Adds the busy time since t0 to the stats and, while recording, a span
+  /// of `bytes` (none when 0: nothing was copied).
+  void account(phase what, stream_id s, std::chrono::steady_clock::time_point t0, std::size_t bytes);
   staging_stats stats_;
   // Last: their threads start once everything above exists, and stop first.
   std::unique_ptr<workers> fillers_, drainers_, faulters_;

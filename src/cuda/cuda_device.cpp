@@ -503,12 +503,19 @@ class cuda_device final : public device, private oa::detail::staging_port {
   // ---- timeline ----------------------------------------------------------------------
   void set_recording(bool on) override {
     if (on) {
-      // A fresh epoch: event times are float milliseconds since it.
+      // A fresh epoch: event times are float milliseconds since it; host
+      // spans (staging, pinning) count from the moment it completed.
       OA_CUDA_TRY(cudaEventRecord(epoch_, alloc_stream_));
       OA_CUDA_TRY(cudaEventSynchronize(epoch_));
     }
-    std::lock_guard lock(mutex_);
-    recording_ = on;
+    const auto host_epoch = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(mutex_);
+      recording_ = on;
+      if (on) recording_epoch_ = host_epoch;
+    }
+    std::lock_guard lock(staging_mutex_);
+    if (staging_) staging_->record_spans(on, host_epoch);
   }
 
   void prepare(const generated_kernel& k) override { (void)kernel(k); }
@@ -518,12 +525,18 @@ class cuda_device final : public device, private oa::detail::staging_port {
   // as it is. When pinning fails, copies go through the staging buffers.
   void host_memory_use(const void* p, std::size_t bytes) noexcept override {
     if (!opt_.register_host_memory || !p || bytes == 0 || pinned(region{static_cast<std::byte*>(const_cast<void*>(p)), bytes, 1, bytes})) return;
+    const auto t0 = std::chrono::steady_clock::now();
     if (cudaHostRegister(const_cast<void*>(p), bytes, cudaHostRegisterDefault) != cudaSuccess) {
       (void)cudaGetLastError();
       return;
     }
+    const auto t1 = std::chrono::steady_clock::now();
     std::lock_guard lock(mutex_);
     registered_.push_back(p);
+    if (recording_) {
+      const auto since = [&](auto t) { return std::chrono::duration<double>(t - recording_epoch_).count(); };
+      pins_.push_back({phase::pin, -1, since(t0), since(t1), bytes, {}});
+    }
   }
   void host_memory_done(const void* p) noexcept override {
     std::lock_guard lock(mutex_);
@@ -535,11 +548,17 @@ class cuda_device final : public device, private oa::detail::staging_port {
 
   std::vector<op_record> take_records() override {
     std::vector<timed_op> ops;
+    std::vector<op_record> out;
     {
       std::lock_guard lock(mutex_);
       ops.swap(ops_);
+      out.swap(pins_);
     }
-    std::vector<op_record> out;
+    {
+      std::lock_guard lock(staging_mutex_);
+      if (staging_)
+        for (op_record& r : staging_->take_spans()) out.push_back(std::move(r));
+    }
     for (auto& op : ops) {
       float b = 0, e = 0;
       if (cudaEventSynchronize(op.end) == cudaSuccess && cudaEventElapsedTime(&b, epoch_, op.begin) == cudaSuccess &&
@@ -602,6 +621,8 @@ class cuda_device final : public device, private oa::detail::staging_port {
       so.slot_bytes = opt_.staging_bytes;
       so.fill_threads = so.drain_threads = copy_threads(opt_);
       staging_ = std::make_unique<oa::detail::staging_engine>(static_cast<staging_port&>(*this), pinned_memory(), so);
+      std::lock_guard rlock(mutex_);
+      staging_->record_spans(recording_, recording_epoch_);
     }
     return *staging_;
   }
@@ -737,6 +758,8 @@ class cuda_device final : public device, private oa::detail::staging_port {
   std::function<bool(std::size_t)> oom_handler_;  // under mutex_
   std::vector<stream_state> streams_;
   bool recording_ = false;
+  std::chrono::steady_clock::time_point recording_epoch_{};  // host spans count from it (under mutex_)
+  std::vector<op_record> pins_;  // host memory pinned while recording (under mutex_)
   std::vector<timed_op> ops_;
   std::vector<const void*> registered_;
 

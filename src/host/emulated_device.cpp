@@ -11,8 +11,9 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
+#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -113,6 +114,21 @@ class emulated_device final : public stream_device, private staging_port {
     r.both_ways = opt_.link_shared_bytes_per_second;
     r.op_latency = opt_.link_latency_seconds + 30e-6;
     return r;
+  }
+
+  // The staging engine's host work joins the streams' timeline.
+  void set_recording(bool on) override {
+    stream_device::set_recording(on);
+    std::lock_guard lock(staging_m_);
+    recording_ = on;
+    if (staging_) staging_->record_spans(on, epoch());
+  }
+  std::vector<op_record> take_records() override {
+    std::vector<op_record> out = stream_device::take_records();
+    std::lock_guard lock(staging_m_);
+    if (staging_)
+      for (op_record& r : staging_->take_spans()) out.push_back(std::move(r));
+    return out;
   }
 
   std::size_t staged_bytes() const noexcept override {
@@ -243,6 +259,7 @@ class emulated_device final : public stream_device, private staging_port {
       so.fail_fill = opt_.fail_fill;
       so.fail_drain = opt_.fail_drain;
       staging_ = std::make_unique<staging_engine>(static_cast<staging_port&>(*this), pinned_memory(), so);
+      staging_->record_spans(recording_, epoch());
     }
     return *staging_;
   }
@@ -280,7 +297,12 @@ class emulated_device final : public stream_device, private staging_port {
       case phase::h2d: h2d_->push(std::move(o)); return;
       case phase::d2h: d2h_->push(std::move(o)); return;
       case phase::compute: compute_[next_compute_++ % compute_.size()]->push(std::move(o)); return;
+      case phase::fill:
+      case phase::drain:
+      case phase::prefault:
+      case phase::pin: break;  // host work of the staging engine, never a stream's op
     }
+    std::terminate();
   }
 
   const emulated_options opt_;
@@ -295,6 +317,7 @@ class emulated_device final : public stream_device, private staging_port {
   word_waiters words_;
   mutable std::mutex staging_m_;     // one copy at a time through the staging engine
   std::exception_ptr staged_fault_;  // the fault of the copy being staged (under staging_m_)
+  bool recording_ = false;           // the staging engine records its spans (under staging_m_)
   std::unique_ptr<fifo_engine> h2d_;
   std::unique_ptr<fifo_engine> d2h_;
   std::vector<std::unique_ptr<fifo_engine>> compute_;

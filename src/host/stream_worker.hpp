@@ -150,6 +150,8 @@ class stream_device : public device {
   void set_recording(bool on) override;
   std::vector<op_record> take_records() override;
   double now() const override;
+  /// The timeline's origin: now() counts from it.
+  std::chrono::steady_clock::time_point epoch() const noexcept { return epoch_; }
 
  protected:
   /// `api` prefixes the function named by errors ("emulated_device").

@@ -39,8 +39,11 @@ void copy_region(const region& dst, const region& src) noexcept;
 enum class device_kind { host, emulated, cuda };
 const char* to_string(device_kind k) noexcept;
 
-/// What an operation was, for timelines and busy-time accounting.
-enum class phase { h2d, compute, d2h };
+/// What an operation was, for timelines and busy-time accounting: the
+/// device's copies and kernels, and the host work of its staging engine
+/// (pageable bytes into and out of pinned slots, destinations faulted in
+/// ahead of the drains, host memory pinned for direct copies).
+enum class phase { h2d, compute, d2h, fill, drain, prefault, pin };
 const char* to_string(phase p) noexcept;
 
 /// One operation as the device ran it (seconds since the device's epoch).
