@@ -288,6 +288,9 @@ void add_device_records(stage_report& rep, device& dev, const run_options& opt) 
   for (const auto& o : ops) {
     if (o.what == phase::h2d) rep.h2d_bytes += o.bytes;
     if (o.what == phase::d2h) rep.d2h_bytes += o.bytes;
+    if (o.what == phase::fill) rep.fill_seconds += o.end - o.begin;
+    if (o.what == phase::drain) rep.drain_seconds += o.end - o.begin;
+    if (o.what == phase::prefault) rep.prefault_seconds += o.end - o.begin;
     if (opt.trace) {
       std::string track = o.what == phase::compute                          ? "stream " + std::to_string(o.stream)
                           : o.what == phase::h2d || o.what == phase::d2h ? std::string(to_string(o.what)) + " copy engine"

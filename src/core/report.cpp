@@ -48,6 +48,9 @@ void accumulate(stage_report& t, const stage_report& s, bool with_calls) {
   t.h2d_seconds += s.h2d_seconds;
   t.compute_seconds += s.compute_seconds;
   t.d2h_seconds += s.d2h_seconds;
+  t.fill_seconds += s.fill_seconds;
+  t.drain_seconds += s.drain_seconds;
+  t.prefault_seconds += s.prefault_seconds;
   t.seconds += s.seconds;
   if (t.error.empty()) t.error = s.error;
   if (t.device_fault.empty()) t.device_fault = s.device_fault;
@@ -123,6 +126,9 @@ nlohmann::json to_json(const stage_report& s) {
           {"h2d_seconds", s.h2d_seconds},
           {"compute_seconds", s.compute_seconds},
           {"d2h_seconds", s.d2h_seconds},
+          {"fill_seconds", s.fill_seconds},
+          {"drain_seconds", s.drain_seconds},
+          {"prefault_seconds", s.prefault_seconds},
           {"seconds", s.seconds},
           {"tiling", s.tiling.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.tiling)},
           {"error", s.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.error)}};

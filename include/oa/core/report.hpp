@@ -35,6 +35,11 @@ struct stage_report {
   double h2d_seconds = 0;           // busy time per phase (union of intervals)
   double compute_seconds = 0;
   double d2h_seconds = 0;
+  // The staging engine's host work for pageable memory, in thread-seconds
+  // (summed over its threads, which run side by side).
+  double fill_seconds = 0;
+  double drain_seconds = 0;
+  double prefault_seconds = 0;
   double seconds = 0;               // wall time of the stage
   std::string error;                // first error of a call in the stage, if any
   std::string tiling;               // contractions: the tile plan ("C tiles 2048x2048 (2x2), k steps of 512 (8), ...")
