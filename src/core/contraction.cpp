@@ -372,18 +372,19 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
   progress_line progress(opt.progress, "oa: " + what, done.size(), "tile step");
   // Queues tiles [begin, end); returns how many were queued whole, and the
   // error that stopped the queueing.
-  // The next line's held panel is prefetched slot by slot: slot kk is
-  // copied in once this line's last tile has read it (step `after`), queued
-  // on `in` behind the loads already waiting for that step, so neither the
-  // panel waits for the next line's steps nor the pieces' lookahead for it.
+  // The next line's held panel is prefetched slot by slot: slot kk, read
+  // last by this line's last tile at step `after`, is copied in on `in`
+  // before the loads of step after + min(lag + kk, KS): never waiting longer
+  // than those loads do, and spread over two tiles' steps so that the
+  // panel does not crowd the pieces of the steps in between off the link.
   struct panel_piece {
-    std::size_t after;
+    std::size_t after, before;
     matrix_block dev, host;
   };
   std::deque<panel_piece> prefetch;
-  const std::size_t lag = std::min(ahead, KS);  // a piece released by step s is needed by step s + KS
-  const auto flush_prefetch = [&](std::size_t upto) {
-    for (; !prefetch.empty() && prefetch.front().after <= upto; prefetch.pop_front()) {
+  const std::size_t lag = std::min(ahead, KS);  // a slot read by step s is needed by step s + KS
+  const auto flush_prefetch = [&](std::size_t s) {
+    for (; !prefetch.empty() && prefetch.front().before <= s; prefetch.pop_front()) {
       dev.wait_event(in, done[prefetch.front().after]);
       dev.copy_to_device_async(prefetch.front().dev.as_region(), prefetch.front().host.as_region(), in);
     }
@@ -426,7 +427,7 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
           } else {
             b_dev = b_host.packed_at(bbuf[s % ahead].data());
           }
-          if (s >= begin * KS + lag) flush_prefetch(s - lag);
+          flush_prefetch(s);
           if (s >= begin * KS + ahead) dev.wait_event(in, done[s - ahead]);  // the piece buffers of step s - ahead
           if (load_a) dev.copy_to_device_async(a_dev.as_region(), a_host.as_region(), in);
           if (load_b) dev.copy_to_device_async(b_dev.as_region(), b_host.as_region(), in);
@@ -452,9 +453,10 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
           if (plan.hold == held_panel::b_cols) b_last[kk] = done[s];
           if (plan.hold != held_panel::none && t + 1 < tiles.size() && tiles[t + 1].first_in_line) {
             const tile& nx = tiles[t + 1];
+            const std::size_t before = s + std::min(lag + kk, KS);
             prefetch.push_back(plan.hold == held_panel::a_rows
-                                   ? panel_piece{s, a_dev, d.a_tile(o.a, nx.i0, nx.mi, k0, kl)}
-                                   : panel_piece{s, b_dev, d.b_tile(o.b, k0, kl, nx.j0, nx.nj)});
+                                   ? panel_piece{s, before, a_dev, d.a_tile(o.a, nx.i0, nx.mi, k0, kl)}
+                                   : panel_piece{s, before, b_dev, d.b_tile(o.b, k0, kl, nx.j0, nx.nj)});
             prefetch.back().dev = prefetch.back().host.packed_at(prefetch.back().dev.data);
           }
           progress.update(s + 1);

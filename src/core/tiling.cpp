@@ -229,18 +229,22 @@ tile_prediction predict_tile_plan(const tiling_problem& p, const tile_plan& t) {
   const double lt = link_seconds(p, (b.pieces + (c_serial ? 0 : b.c_in)) / tiles, c_serial ? 0 : b.c_out / tiles);
   const double serial = c_serial ? link_seconds(p, b.c_in / tiles, 0) + link_seconds(p, 0, b.c_out / tiles) : 0;
   const double regular = std::max(ct, lt) + serial;
-  // A line's first tile loads its held panel too, piece by piece as its
-  // steps need them; the loads may start lookahead - 1 steps early, in the
-  // link time the previous tile's steps leave spare (none before the first).
+  // Held panels: the first line's loads along its first tile's steps; each
+  // later one is prefetched while the previous line's last tile runs, so a
+  // line change puts a panel on the link over two tiles' steps (one when a
+  // line is one tile). Buffers beyond two let earlier steps' spare link
+  // time take pieces of the window ahead.
   const double lines = static_cast<double>(t.hold == held_panel::a_rows ? t.tiles_m()
                                            : t.hold == held_panel::b_cols ? t.tiles_n() : 0);
-  double line_starts = 0;
+  double all_tiles = tiles * regular;
   if (lines > 0) {
-    const double need = lt + link_seconds(p, b.panels / lines, 0);
-    const double spare = std::min(static_cast<double>(t.lookahead - 1), steps) * std::max(0.0, ct - lt) / steps;
-    line_starts = std::max(ct, need) + (lines - 1) * (ct + std::max(0.0, need - ct - spare)) + lines * serial;
+    const double panel = link_seconds(p, b.panels / lines, 0), w = std::min(2.0, tiles / lines);
+    const double spare = std::min(static_cast<double>(t.lookahead - 2), steps) * std::max(0.0, ct - lt) / steps;
+    const double first = std::max(ct, lt + panel) + serial;
+    const double change = std::max(w * ct, w * lt + panel - spare) + w * serial;
+    all_tiles = first + (lines - 1) * change + (tiles - 1 - (lines - 1) * w) * regular;
   }
-  out.seconds = edge_seconds(p, t) + (tiles - lines) * regular + line_starts;
+  out.seconds = edge_seconds(p, t) + all_tiles;
   return out;
 }
 
