@@ -4,15 +4,17 @@
 // stages A and B pieces (and C's old tiles) in, up to the plan's lookahead
 // steps ahead of the steps, one runs the steps, one writes finished C tiles
 // out while the next tile computes. Events order them: a load waits only for
-// the step that last read its buffer, a step for its own loads. A C tile
-// accumulates on the device over all its k steps before it goes back once. On a device whose memory is the host's, C
-// is cut into one part per stream and each part is one product.
+// the step that last read its buffer, a step for its own loads; a line's
+// held panel is prefetched as the previous line releases it. A C tile
+// accumulates on the device over all its k steps before it goes back once.
+// On a device whose memory is the host's, C is cut into one part per
+// stream and each part is one product.
 
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <deque>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <new>
 #include <optional>
@@ -370,8 +372,6 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
   const stream_id out = opt.sequential ? in : ss.add();
 
   progress_line progress(opt.progress, "oa: " + what, done.size(), "tile step");
-  // Queues tiles [begin, end); returns how many were queued whole, and the
-  // error that stopped the queueing.
   // The next line's held panel is prefetched slot by slot: slot kk, read
   // last by this line's last tile at step `after`, is copied in on `in`
   // before the loads of step after + min(lag + kk, KS): never waiting longer
@@ -389,6 +389,8 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
       dev.copy_to_device_async(prefetch.front().dev.as_region(), prefetch.front().host.as_region(), in);
     }
   };
+  // Queues tiles [begin, end); returns how many were queued whole, and the
+  // error that stopped the queueing.
   const auto queue_tiles = [&](std::size_t begin, std::exception_ptr& first) {
     std::size_t queued = begin;
     prefetch.clear();

@@ -37,7 +37,7 @@ constexpr std::size_t preferred_min_step = 256;
 
 std::size_t tile_plan_bytes(const tiling_problem& p, std::size_t mt, std::size_t nt, std::size_t kt, held_panel h,
                             int c_buffers, int lookahead) {
-  const std::size_t eb = p.elem_bytes, g = p.granularity, la = static_cast<std::size_t>(lookahead);
+  const std::size_t eb = p.elem_bytes, g = p.granularity, la = static_cast<std::size_t>(std::max(lookahead, 2));
   std::size_t b = static_cast<std::size_t>(c_buffers) * rounded(mt * nt * eb, g);
   b += h == held_panel::a_rows ? rounded(mt * p.k * eb, g) : la * rounded(mt * kt * eb, g);
   b += h == held_panel::b_cols ? rounded(p.k * nt * eb, g) : la * rounded(kt * nt * eb, g);
