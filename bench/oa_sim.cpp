@@ -151,7 +151,10 @@ nlohmann::json predict_one(const profile& p, const bench_args& a, const std::str
                    {"profile", p.name}};
   if (a.workload == "gemm") {
     const std::size_t eb = a.type == "float" ? 4 : 8;
-    const gemm_case c = plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes);
+    // The new design plans by oa's time model on the profile's rates; the old one by fewest bytes, as it ran.
+    const gemm_case c = fresh ? plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes, profile_rates(p),
+                                          s != staging::pinned_host)
+                              : plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes);
     graph g = fresh ? new_gemm(p, c, s) : old_gemm(p, c, s);
     const double t = run_graph(g, r, trace);
     const double h2d = static_cast<double>(c.plan.bytes_moved) - static_cast<double>(a.n * a.n * eb);

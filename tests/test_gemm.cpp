@@ -78,6 +78,177 @@ TEST_CASE("a budget too small for the smallest tiles names the budget that would
   CHECK_THROWS_AS(plan_tiles(p), oa::plan_error);
 }
 
+namespace {
+
+/// An H100's rates as bench/profiles/h100.json gives them.
+oa::device_rates h100_rates() {
+  oa::device_rates r;
+  r.h2d = 54.66e9, r.d2h = 55.18e9, r.both_ways = 88.36e9, r.staging = 22.8e9;
+  r.op_latency = 10e-6, r.kernel_bytes = 3003e9;
+  r.gemm_flops[0] = 54.13e12, r.gemm_flops[1] = 55.77e12;
+  r.gemm_unaligned = 0.826;
+  return r;
+}
+
+tiling_problem square(std::size_t n, std::size_t eb, std::size_t budget, const oa::device_rates& r = {}) {
+  tiling_problem p{n, n, n, eb, false, budget, 1};
+  p.rates = r;
+  return p;
+}
+
+bool aligned_or_whole(std::size_t extent, std::size_t len) { return extent % 64 == 0 || extent == len; }
+
+}  // namespace
+
+TEST_CASE("timed tile plans: within the budget, extents and steps in multiples of 64, near the I/O lower bound") {
+  for (std::size_t n : {std::size_t{4096}, std::size_t{5000}, std::size_t{16384}})
+    for (std::size_t eb : {std::size_t{4}, std::size_t{8}})
+      for (std::size_t times : {4, 16}) {
+        const tiling_problem p = square(n, eb, 3 * n * n * eb / times, h100_rates());
+        const tile_plan t = plan_tiles(p);
+        CAPTURE(n);
+        CAPTURE(eb);
+        CAPTURE(times);
+        CAPTURE(t.describe());
+        CHECK(t.device_bytes <= p.budget);
+        CHECK(t.device_bytes == oa::detail::tile_plan_bytes(p, t.mt, t.nt, t.kt, t.hold, t.c_buffers, t.lookahead));
+        CHECK(aligned_or_whole(t.mt, n));
+        CHECK(aligned_or_whole(t.nt, n));
+        CHECK(aligned_or_whole(t.kt, n));
+        CHECK(t.lookahead >= 2);
+        CHECK(static_cast<double>(t.bytes_moved) <= 1.4 * oa::detail::io_lower_bound_bytes(n, eb, p.budget));
+        CHECK(t.predicted_seconds > 0);
+        CHECK(t.predicted_seconds == oa::detail::predict_tile_plan(p, t).seconds);
+        CHECK(contains(t.describe(), "steps ahead, copy/compute"));
+      }
+}
+
+TEST_CASE("timed tile plans keep copies at most 0.8 of compute where a plan does, and beat the fewest-bytes plan") {
+  const tiling_problem timed = square(16384, 8, std::size_t{1536} << 20, h100_rates());
+  const tile_plan t = plan_tiles(timed);
+  CAPTURE(t.describe());
+  CHECK(t.copy_per_compute <= 0.8);
+  CHECK(t.copy_per_compute == doctest::Approx(oa::detail::predict_tile_plan(timed, t).copy_per_compute));
+  // The plan the H100 ran (fewest bytes, dims 3277 and 1821 misaligned), under the same model.
+  const tile_plan old = plan_tiles(square(16384, 8, std::size_t{1536} << 20));
+  CHECK(oa::detail::predict_tile_plan(timed, old).seconds > t.predicted_seconds);
+  // At 16x the link cannot keep up with any plan: the fastest is chosen all the same.
+  const tile_plan link_bound = plan_tiles(square(16384, 8, std::size_t{384} << 20, h100_rates()));
+  CHECK(link_bound.copy_per_compute > 0.8);
+  CHECK(link_bound.device_bytes <= std::size_t{384} << 20);
+}
+
+TEST_CASE("without rates, tile plans are the fewest-bytes plans the H100 ran") {
+  oa::device_rates flops_only;
+  flops_only.gemm_flops[1] = 55.77e12;  // no link rate: not timed
+  for (const oa::device_rates& r : {oa::device_rates{}, flops_only}) {
+    const tile_plan a = plan_tiles(square(16384, 8, std::size_t{1536} << 20, r));
+    CHECK(a.describe() == "C tiles 8192x3277 (2x5), k steps of 1821 (9), A row panels held, 2 C tiles in flight");
+    CHECK(a.lookahead == 2);
+    CHECK(a.predicted_seconds == 0);
+    const tile_plan b = plan_tiles(square(8192, 8, std::size_t{96} << 20, r));
+    CHECK(b.describe() == "C tiles 4096x2048 (2x4), k steps of 328 (25), 1 C tile in flight");
+  }
+}
+
+TEST_CASE("the step model: flops at the in-core rate, C through device memory, misaligned extents slower") {
+  oa::device_rates r = h100_rates();
+  r.gemm_flops[1] = 61.58e12;  // in-core at n=8192
+  // The H100's n=8192 tiles: 0.129 ms a step measured (compute_seconds / 200 steps).
+  CHECK(oa::detail::predicted_step_seconds(r, 8, 4096, 2048, 328, true) == doctest::Approx(0.134e-3).epsilon(0.01));
+  const double flops = 2.0 * 4096 * 2048 * 320 / r.gemm_flops[1], c = 4096.0 * 2048 * 8 / r.kernel_bytes;
+  CHECK(oa::detail::predicted_step_seconds(r, 8, 4096, 2048, 320, false) == doctest::Approx(flops + c));
+  CHECK(oa::detail::predicted_step_seconds(r, 8, 4096, 2048, 321, false) ==
+        doctest::Approx(flops * 321 / 320 / r.gemm_unaligned + c));
+  CHECK(oa::detail::predicted_step_seconds(oa::device_rates{}, 8, 64, 64, 64, true) == 0);
+}
+
+TEST_CASE("timed tile plans for odd sizes and tiny budgets: a plan within the budget, or the clear error") {
+  // Too small for any tile: the same error as without rates.
+  const tiling_problem none{100, 100, 100, 8, true, 1000, 256, false, true, h100_rates()};
+  CHECK(contains(oa_test::message_of([&] { plan_tiles(none); }), "1280 bytes"));
+  CHECK_THROWS_AS(plan_tiles(none), oa::plan_error);
+  for (std::size_t budget : {std::size_t{3000}, std::size_t{20000}, std::size_t{200000}})
+    for (int lookahead : {0, 4}) {
+      tiling_problem p{37, 51, 29, 8, true, budget, 1, false, true, h100_rates()};
+      p.lookahead = lookahead;
+      const tile_plan t = plan_tiles(p);
+      CAPTURE(budget);
+      CAPTURE(t.describe());
+      CHECK(t.device_bytes <= budget);
+      CHECK(t.device_bytes == oa::detail::tile_plan_bytes(p, t.mt, t.nt, t.kt, t.hold, t.c_buffers, t.lookahead));
+      if (lookahead) CHECK(t.lookahead == lookahead);
+    }
+}
+
+namespace {
+
+/// Plans every contraction with these rates and lookahead while it lives.
+struct tiling_scope {
+  explicit tiling_scope(oa::detail::tiling_override o) { oa::detail::override_tiling(std::move(o)); }
+  ~tiling_scope() { oa::detail::override_tiling(std::nullopt); }
+};
+
+/// A matrix of small integers: products of these are exact in float and double.
+template <class M>
+M integer_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_int_distribution<int> d(-4, 4);
+  M m(rows, cols);
+  for (Eigen::Index j = 0; j < cols; ++j)
+    for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = static_cast<typename M::Scalar>(d(g));
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("timed plans on the emulated device: loads steps ahead, prefetched panels, exact products", S,
+                   double, float) {
+  using M = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic>;
+  // A slow link: plans hold panels where that saves bytes.
+  oa::device_rates slow;
+  slow.h2d = slow.d2h = 1e8, slow.both_ways = 1.5e8, slow.kernel_bytes = 1e11;
+  slow.gemm_flops[0] = slow.gemm_flops[1] = 1e11;
+  struct shape {
+    Eigen::Index m, n, k;
+  };
+  std::uint64_t seed = 11;
+  int held_lines = 0;
+  for (int lookahead : {3, 5}) {
+    tiling_scope scope_rates({slow, lookahead});
+    for (const shape sh : {shape{300, 260, 200}, shape{257, 129, 190}, shape{96, 520, 70}})
+      for (std::size_t budget : {std::size_t{96} << 10, std::size_t{256} << 10})
+        for (op ob : {op::none, op::transpose}) {
+          config_scope scope(oa_test::emulated_config(budget * sizeof(S) / 8));
+          const M A = integer_matrix<M>(sh.m, sh.k, seed++);
+          const M B = ob == op::none ? integer_matrix<M>(sh.k, sh.n, seed++) : integer_matrix<M>(sh.n, sh.k, seed++);
+          const M C0 = integer_matrix<M>(sh.m, sh.n, seed++);
+          const M ref = S(0.5) * C0 + A * (ob == op::none ? M(B) : M(B.transpose()));
+          M C = C0;
+          oa::clear_reports();
+          oa::linalg::gemm(S(1), A, B, S(0.5), C, op::none, ob);
+          oa::evaluate();
+          const oa::stage_report rep = oa_test::run_total();
+          CAPTURE(rep.tiling);
+          CHECK(bool(C == ref));
+          CHECK(contains(rep.tiling, "loads " + std::to_string(lookahead) + " steps ahead"));
+          CHECK(rep.peak_device_bytes <= budget * sizeof(S) / 8);
+          // A held panel over more than one line: the next line's is prefetched.
+          const tile_plan t = plan_tiles([&] {
+            tiling_problem p{std::size_t(sh.m), std::size_t(sh.n), std::size_t(sh.k), sizeof(S), true,
+                             budget * sizeof(S) / 8, 256, false, true, slow};
+            p.lookahead = lookahead;
+            return p;
+          }());
+          CHECK(t.describe() == rep.tiling);
+          CHECK(rep.peak_device_bytes == t.device_bytes);  // lookahead piece buffers per streamed operand
+          if (t.hold == held_panel::a_rows && t.tiles_m() > 1 && t.tiles_n() > 1) ++held_lines;
+          if (t.hold == held_panel::b_cols && t.tiles_n() > 1 && t.tiles_m() > 1) ++held_lines;
+        }
+  }
+  CHECK(held_lines > 0);
+}
+
 TEST_CASE_TEMPLATE("products match Eigen on every device, order, transpose and beta", M, Eigen::MatrixXd,
                    Eigen::MatrixXf, MatrixXdR, MatrixXfR) {
   using S = typename M::Scalar;

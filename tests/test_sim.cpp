@@ -183,3 +183,42 @@ TEST_CASE("sim: predicted streaming cases run on the CUDA device's 4 streams unl
   CHECK(s.streams == 1);
   CHECK(s.chunk_units.size() == 23);
 }
+
+TEST_CASE("sim: the new design's GEMM loads run the plan's lookahead steps ahead, each step timed by oa's step model") {
+  oa_sim::profile p = unlimited_host();
+  p.set("cublas_double_tflops", 50, "assumed", "test");
+  p.set("cublas_float_tflops", 50, "assumed", "test");
+  p.set("device_memory_gbps", 3000, "assumed", "test");
+  p.set("gemm_unaligned_factor", 0.8, "assumed", "test");
+  const oa::device_rates rates = oa_sim::profile_rates(p);
+  oa_sim::gemm_case c = oa_sim::plan_gemm(2000, 8, std::size_t{24} << 20, false, 0, rates);
+  CAPTURE(c.plan.describe());
+  REQUIRE(c.plan.predicted_seconds > 0);  // planned by the time model
+  std::vector<oa_sim::gemm_step> steps;
+  oa_sim::for_each_gemm_step(c, [&](const oa_sim::gemm_step& st) { steps.push_back(st); }, [](const oa_sim::gemm_step&) {});
+  REQUIRE(steps.size() > 6);
+  for (int lookahead : {c.plan.lookahead, 2, 5}) {
+    CAPTURE(lookahead);
+    c.plan.lookahead = lookahead;
+    const oa_sim::graph g = oa_sim::new_gemm(p, c, oa_sim::staging::pinned_host);
+    std::vector<int> gemms, submits;  // each step's product and its loads' submission, in step order
+    for (int i = 0; i < static_cast<int>(g.size()); ++i) {
+      if (g.at(i).label.rfind("gemm tile ", 0) == 0) gemms.push_back(i);
+      if (g.at(i).label.rfind("submit tile ", 0) == 0) submits.push_back(i);
+    }
+    REQUIRE(gemms.size() == steps.size());
+    REQUIRE(submits.size() == steps.size());
+    const auto waits_for = [&](std::size_t s, int id) {
+      const auto& d = g.at(submits[s]).deps;
+      return std::find(d.begin(), d.end(), id) != d.end();
+    };
+    for (std::size_t s = 0; s < steps.size(); ++s) {
+      const auto la = static_cast<std::size_t>(lookahead);
+      if (s >= la) CHECK(waits_for(s, gemms[s - la]));
+      if (s + 1 >= la && s >= 1) CHECK_FALSE(waits_for(s, gemms[s + 1 - la]));
+      const auto& st = steps[s];
+      CHECK(g.at(gemms[s]).work ==
+            doctest::Approx(oa::detail::predicted_step_seconds(rates, 8, st.mi, st.nj, st.kl, st.kk > 0)));
+    }
+  }
+}

@@ -29,6 +29,28 @@ double gemm_step_seconds(const profile& p, std::size_t elem_bytes, std::size_t m
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / (rate * eff);
 }
 
+oa::device_rates profile_rates(const profile& p) {
+  oa::device_rates r;
+  r.h2d = p["h2d_pinned_gbps"] * gb;
+  r.d2h = p["d2h_pinned_gbps"] * gb;
+  r.both_ways = p["both_ways_pinned_gbps"] * gb;
+  // The ring: as many pieces in flight as slots (or threads), each filled at one thread's memcpy rate,
+  // within the host memory's copy bandwidth (read and write).
+  const double in_flight = std::min(p["new_ring_slots"], p["new_host_threads"]);
+  r.staging = std::min(in_flight * p["new_memcpy_gbps_per_thread"], p["host_memcpy_cap_gbps"] / 2) * gb;
+  r.op_latency = p["op_latency_us"] * 1e-6;
+  r.kernel_bytes = p["device_memory_gbps"] * gb;
+  r.gemm_flops[0] = p["cublas_float_tflops"] * 1e12;
+  r.gemm_flops[1] = p["cublas_double_tflops"] * 1e12;
+  r.gemm_unaligned = p["gemm_unaligned_factor"];
+  return r;
+}
+
+double new_gemm_step_seconds(const profile& p, std::size_t elem_bytes, std::size_t m, std::size_t n, std::size_t k,
+                             bool reads_c_tile) {
+  return oa::detail::predicted_step_seconds(profile_rates(p), elem_bytes, m, n, k, reads_c_tile);
+}
+
 double link_bound_seconds(const profile& p, double h2d_bytes, double d2h_bytes) {
   return std::max({h2d_bytes / (p["h2d_pinned_gbps"] * gb), d2h_bytes / (p["d2h_pinned_gbps"] * gb),
                    (h2d_bytes + d2h_bytes) / (p["both_ways_pinned_gbps"] * gb)});

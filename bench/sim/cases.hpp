@@ -42,6 +42,11 @@ struct gemm_step {
   std::size_t t, kk, s, mi, nj, kl;
   bool load_a, load_b;
   std::string tag;  // "tile <t>"
+  // The new design: a line's held panel is prefetched by the previous
+  // line's last tile, whose step kk releases slot kk for the next line's
+  // piece of next_panel_elems (0: no next line, or not a line's last tile).
+  bool panel_prefetched = false;
+  std::size_t next_panel_elems = 0;
 };
 
 /// Held panels: the latest step reading each k piece, which a reload of
@@ -82,6 +87,10 @@ void for_each_gemm_step(const gemm_case& c, Step&& step, TileEnd&& tile_end) {
         st.kl = std::min(pl.kt, n - kk * pl.kt);
         st.load_a = pl.hold != oa::detail::held_panel::a_rows || q == 0 || t == 0;
         st.load_b = pl.hold != oa::detail::held_panel::b_cols || q == 0 || t == 0;
+        st.panel_prefetched = pl.hold != oa::detail::held_panel::none && q == 0 && t > 0;
+        const std::size_t lines = cols_outer ? TN : TM, ext = cols_outer ? pl.nt : pl.mt;
+        const bool line_end = pl.hold != oa::detail::held_panel::none && q + 1 == (cols_outer ? TM : TN);
+        st.next_panel_elems = line_end && p0 + 1 < lines ? std::min(ext, n - (p0 + 1) * ext) * st.kl : 0;
         step(st);
       }
       tile_end(st);
@@ -91,9 +100,20 @@ void for_each_gemm_step(const gemm_case& c, Step&& step, TileEnd&& tile_end) {
 /// Chunks of `units` as the planner evens them: `chunks` of ceil(units / chunks), the last shorter.
 std::vector<std::size_t> even_chunks(std::size_t units, std::size_t chunks);
 
-/// The seconds of one cuBLAS call on an m x n x k tile: in-core rate times
-/// the tile efficiency, less for a tile whose smallest side is small.
+/// The seconds of one cuBLAS call on an m x n x k tile as the old design's
+/// replay fits them: in-core rate times the tile efficiency, less for a tile
+/// whose smallest side is small.
 double gemm_step_seconds(const profile& p, std::size_t elem_bytes, std::size_t m, std::size_t n, std::size_t k);
+
+/// The device's rates as the profile gives them, for the planner's time
+/// model: pinned link rates; `staged` copies (pageable host memory through
+/// the new design's ring) at the ring's fill rate.
+oa::device_rates profile_rates(const profile& p);
+
+/// The new design's seconds of one cuBLAS call: oa's own step model
+/// (oa::detail::predicted_step_seconds) on profile_rates, launch excluded.
+double new_gemm_step_seconds(const profile& p, std::size_t elem_bytes, std::size_t m, std::size_t n, std::size_t k,
+                             bool reads_c_tile);
 
 /// Seconds the link needs at least for these bytes (per-direction peaks, both-ways cap).
 double link_bound_seconds(const profile& p, double h2d_bytes, double d2h_bytes);

@@ -14,6 +14,7 @@
 // are the caller's pinned memory: DMAs are direct, no staging.
 
 #include <algorithm>
+#include <deque>
 
 #include "sim/cases.hpp"
 #include "sim/machine.hpp"
@@ -120,27 +121,43 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
   stream in(m.g), run(m.g), out(m.g);
   in.add({"issued", -1, 0, 0, 0, {ring.start}});
   const double lat = p["op_latency_us"] * m.us;
-  const std::size_t ahead = static_cast<std::size_t>(std::max(2.0, p["new_gemm_lookahead_steps"]));
+  // Loads run as many steps ahead as the plan has piece buffers (run_tiled).
+  const std::size_t ahead = static_cast<std::size_t>(std::max(pl.lookahead, 2));
+  // As run_tiled: the next line's panel slot kk, read last by this line's
+  // last tile at step s, is copied in before the loads of step
+  // s + min(lag + kk, steps); a line's first tile then loads no panel.
+  const std::size_t KS = pl.steps_k(), lag = std::min(ahead, KS);
+  struct panel_piece {
+    std::size_t after, before, bytes;
+  };
+  std::deque<panel_piece> prefetch;
   std::vector<int> done, c_free;
-  held_panels held(pl);
   const std::size_t cb = static_cast<std::size_t>(std::max(pl.c_buffers, 0));
+  const auto submit = [&](std::vector<int> waits, const std::string& tag) {
+    waits.push_back(ring.start);
+    const int submitted = m.g.add({"submit " + tag, -1, 0, 0, 0, std::move(waits)});
+    in.add({"wait " + tag, -1, 0, 0, 0, {submitted}});
+    return submitted;
+  };
   for_each_gemm_step(
       c,
       [&](const gemm_step& st) {
-        std::vector<int> waits;
-        if (st.s >= ahead) waits.push_back(done[st.s - ahead]);  // the step's device buffers are free
-        held.add_waits(st, waits);
+        for (; !prefetch.empty() && prefetch.front().before <= st.s; prefetch.pop_front()) {
+          const std::string tag = "panel after step " + std::to_string(prefetch.front().after);
+          ring.in(in, prefetch.front().bytes, submit({done[prefetch.front().after]}, tag), tag);
+        }
         // Submitted when the step's device buffers are free; its fills need not wait for the stream.
-        waits.push_back(ring.start);
-        const int submitted = m.g.add({"submit " + st.tag, -1, 0, 0, 0, waits});
-        in.add({"wait " + st.tag, -1, 0, 0, 0, {submitted}});
-        if (st.load_a) ring.in(in, st.mi * eb * st.kl, submitted, "A " + st.tag);
-        if (st.load_b) ring.in(in, st.kl * eb * st.nj, submitted, "B " + st.tag);
+        const int submitted = submit(st.s >= ahead ? std::vector<int>{done[st.s - ahead]} : std::vector<int>{}, st.tag);
+        if (st.load_a && !(st.panel_prefetched && pl.hold == oa::detail::held_panel::a_rows))
+          ring.in(in, st.mi * eb * st.kl, submitted, "A " + st.tag);
+        if (st.load_b && !(st.panel_prefetched && pl.hold == oa::detail::held_panel::b_cols))
+          ring.in(in, st.kl * eb * st.nj, submitted, "B " + st.tag);
         std::vector<int> rw{in.last()};
         if (st.kk == 0 && cb > 0 && st.t >= cb) rw.push_back(c_free[st.t - cb]);
         run.add({"wait " + st.tag, -1, 0, 0, 0, rw});
-        done.push_back(run.add({"gemm " + st.tag, m.gpu, gemm_step_seconds(p, eb, st.mi, st.nj, st.kl), 1.0, lat, {}}));
-        held.read_by(st, done.back());
+        const double step = new_gemm_step_seconds(p, eb, st.mi, st.nj, st.kl, st.kk > 0);
+        done.push_back(run.add({"gemm " + st.tag, m.gpu, step, 1.0, lat, {}}));
+        if (st.next_panel_elems) prefetch.push_back({st.s, st.s + std::min(lag + st.kk, KS), st.next_panel_elems * eb});
       },
       [&](const gemm_step& st) {
         out.add({"wait " + st.tag, -1, 0, 0, 0, {done.back()}});

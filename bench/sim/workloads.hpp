@@ -33,9 +33,11 @@ streaming_case plan_streaming(const profile& p, const std::string& workload, std
                               std::size_t budget, int streams, bool sequential, std::size_t chunk_bytes,
                               const oa::device_rates* rates = nullptr);
 
-/// A product's case tiled by oa's planner (plan_tiles) under `budget`.
+/// A product's case tiled by oa's planner (plan_tiles) under `budget`: by
+/// predicted time with `rates` (`staged`: pageable host memory), by fewest
+/// bytes without (the design the H100 ran).
 gemm_case plan_gemm(std::size_t n, std::size_t elem_bytes, std::size_t budget, bool sequential,
-                    std::size_t chunk_bytes);
+                    std::size_t chunk_bytes, const oa::device_rates& rates = {}, bool staged = false);
 
 /// A streaming case as a record ran it: its chunks, streams and bytes.
 streaming_case recorded_streaming(const profile& p, const nlohmann::json& record);

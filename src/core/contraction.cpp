@@ -1,16 +1,20 @@
 // Contractions, tile by tile. On a device with its own memory, C is cut into
 // tiles and k into steps (core/tiling.hpp chooses the shapes from the
-// budget); three streams pipeline the work: one stages A and B pieces (and
-// C's old tiles) in, one runs the steps, one writes finished C tiles out.
-// Events order them, so the pieces of the next steps are copied while the
-// current step runs, and a C tile accumulates on the device over all its k
-// steps before it goes back once. On a device whose memory is the host's, C
-// is cut into one part per stream and each part is one product.
+// budget and the device's rates); three streams pipeline the work: one
+// stages A and B pieces (and C's old tiles) in, up to the plan's lookahead
+// steps ahead of the steps, one runs the steps, one writes finished C tiles
+// out while the next tile computes. Events order them: a load waits only for
+// the step that last read its buffer, a step for its own loads; a line's
+// held panel is prefetched as the previous line releases it. A C tile
+// accumulates on the device over all its k steps before it goes back once.
+// On a device whose memory is the host's, C is cut into one part per
+// stream and each part is one product.
 
 #include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <new>
 #include <optional>
@@ -306,6 +310,7 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
   tiling_problem prob{d.m, d.n, d.k, eb, d.reads_c, dev.memory_budget() - std::min(reserved, dev.memory_budget()),
                       dev.allocation_granularity()};
   if (opt.chunk_bytes) prob.budget = std::min(prob.budget, opt.chunk_bytes);
+  set_tiling_device(prob, dev);
   // A result a later stage reads here is computed in place in a copy of C
   // that stays on the device, when C and the tiles fit.
   std::optional<tile_plan> resident_plan;
@@ -343,16 +348,19 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
   pins.add(o.c_out);
   const auto alloc = [&](std::size_t bytes) { return device_buffer(dev, std::max<std::size_t>(bytes, 1)); };
   device_buffer whole_c = resident ? alloc(c_bytes) : device_buffer();
+  // A streamed operand has one piece buffer per step of lookahead: step s
+  // uses buffer s % lookahead, free once step s - lookahead has run.
+  const std::size_t ahead = static_cast<std::size_t>(std::max(plan.lookahead, 2));
   std::vector<device_buffer> cbuf, abuf, bbuf;
   for (int i = 0; i < plan.c_buffers; ++i) cbuf.push_back(alloc(plan.mt * plan.nt * eb));
   if (plan.hold == held_panel::a_rows)
     abuf.push_back(alloc(plan.mt * d.k * eb));
   else
-    for (int i = 0; i < 2; ++i) abuf.push_back(alloc(plan.mt * plan.kt * eb));
+    for (std::size_t i = 0; i < ahead; ++i) abuf.push_back(alloc(plan.mt * plan.kt * eb));
   if (plan.hold == held_panel::b_cols)
     bbuf.push_back(alloc(d.k * plan.nt * eb));
   else
-    for (int i = 0; i < 2; ++i) bbuf.push_back(alloc(plan.kt * plan.nt * eb));
+    for (std::size_t i = 0; i < ahead; ++i) bbuf.push_back(alloc(plan.kt * plan.nt * eb));
   std::vector<event> done(tiles.size() * KS);         // step s finished
   std::vector<event> loaded(tiles.size() * KS);       // step s's pieces copied in
   std::vector<event> c_free(tiles.size());            // tile t written back: its C buffer is free
@@ -364,10 +372,28 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
   const stream_id out = opt.sequential ? in : ss.add();
 
   progress_line progress(opt.progress, "oa: " + what, done.size(), "tile step");
+  // The next line's held panel is prefetched slot by slot: slot kk, read
+  // last by this line's last tile at step `after`, is copied in on `in`
+  // before the loads of step after + min(lag + kk, KS): never waiting longer
+  // than those loads do, and spread over two tiles' steps so that the
+  // panel does not crowd the pieces of the steps in between off the link.
+  struct panel_piece {
+    std::size_t after, before;
+    matrix_block dev, host;
+  };
+  std::deque<panel_piece> prefetch;
+  const std::size_t lag = std::min(ahead, KS);  // a slot read by step s is needed by step s + KS
+  const auto flush_prefetch = [&](std::size_t s) {
+    for (; !prefetch.empty() && prefetch.front().before <= s; prefetch.pop_front()) {
+      dev.wait_event(in, done[prefetch.front().after]);
+      dev.copy_to_device_async(prefetch.front().dev.as_region(), prefetch.front().host.as_region(), in);
+    }
+  };
   // Queues tiles [begin, end); returns how many were queued whole, and the
   // error that stopped the queueing.
   const auto queue_tiles = [&](std::size_t begin, std::exception_ptr& first) {
     std::size_t queued = begin;
+    prefetch.clear();
     try {
       std::size_t s = begin * KS;
       for (std::size_t t = begin; t < tiles.size(); ++t) {
@@ -382,29 +408,29 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
         const event* c_reuse = !resident && t >= begin + cbuf.size() ? &c_free[t - cbuf.size()] : nullptr;
         for (std::size_t kk = 0; kk < KS; ++kk, ++s) {
           const std::size_t k0 = kk * plan.kt, kl = std::min(plan.kt, d.k - k0);
-          // A's piece: its slot in the held row panel, loaded with the line's
-          // first tile (or the first tile queued) once the previous line's
-          // last step has read that slot; or a double buffer, free once step
-          // s-2 has run.
+          // A's piece: its slot in the held row panel, prefetched by the
+          // previous line's last tile (loaded here by the first tile queued);
+          // or a piece buffer, free once step s - ahead has run.
           const matrix_block a_host = d.a_tile(o.a, tl.i0, tl.mi, k0, kl);
           const matrix_block b_host = d.b_tile(o.b, k0, kl, tl.j0, tl.nj);
           matrix_block a_dev, b_dev;
           bool load_a = true, load_b = true;
           if (plan.hold == held_panel::a_rows) {
             a_dev = a_host.packed_at(abuf[0].data() + kk * plan.mt * plan.kt * eb);
-            load_a = tl.first_in_line || t == begin;
+            load_a = t == begin;
             if (load_a && a_last[kk]) dev.wait_event(in, a_last[kk]);
           } else {
-            a_dev = a_host.packed_at(abuf[s % 2].data());
+            a_dev = a_host.packed_at(abuf[s % ahead].data());
           }
           if (plan.hold == held_panel::b_cols) {
             b_dev = b_host.packed_at(bbuf[0].data() + kk * plan.kt * plan.nt * eb);
-            load_b = tl.first_in_line || t == begin;
+            load_b = t == begin;
             if (load_b && b_last[kk]) dev.wait_event(in, b_last[kk]);
           } else {
-            b_dev = b_host.packed_at(bbuf[s % 2].data());
+            b_dev = b_host.packed_at(bbuf[s % ahead].data());
           }
-          if (s >= begin * KS + 2) dev.wait_event(in, done[s - 2]);  // the double-buffered slots of step s-2
+          flush_prefetch(s);
+          if (s >= begin * KS + ahead) dev.wait_event(in, done[s - ahead]);  // the piece buffers of step s - ahead
           if (load_a) dev.copy_to_device_async(a_dev.as_region(), a_host.as_region(), in);
           if (load_b) dev.copy_to_device_async(b_dev.as_region(), b_host.as_region(), in);
           if (kk == 0 && d.reads_c) {
@@ -427,6 +453,14 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
           done[s] = dev.record_event(run);
           if (plan.hold == held_panel::a_rows) a_last[kk] = done[s];
           if (plan.hold == held_panel::b_cols) b_last[kk] = done[s];
+          if (plan.hold != held_panel::none && t + 1 < tiles.size() && tiles[t + 1].first_in_line) {
+            const tile& nx = tiles[t + 1];
+            const std::size_t before = s + std::min(lag + kk, KS);
+            prefetch.push_back(plan.hold == held_panel::a_rows
+                                   ? panel_piece{s, before, a_dev, d.a_tile(o.a, nx.i0, nx.mi, k0, kl)}
+                                   : panel_piece{s, before, b_dev, d.b_tile(o.b, k0, kl, nx.j0, nx.nj)});
+            prefetch.back().dev = prefetch.back().host.packed_at(prefetch.back().dev.data);
+          }
           progress.update(s + 1);
         }
         if (!resident || opt.result_on_host) {

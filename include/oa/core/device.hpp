@@ -68,6 +68,10 @@ struct device_rates {
   double op_latency = 0;      // seconds each copy or launch costs besides its bytes
   double kernel_bytes = 0;    // device memory an element-wise kernel reads and writes
   double gemm_flops[2] = {};  // in-core products: [0] float, [1] double
+  /// The product rate's fraction for a step whose extents (m, n or k) are
+  /// not all multiples of 8 elements: cuBLAS picks slower kernels for such
+  /// leading dimensions (fitted on the H100's DGEMM tiles of 3277 x 1821).
+  double gemm_unaligned = 0.85;
   /// The product rate for `elem_bytes`-byte elements (0: unknown).
   double flops(std::size_t elem_bytes) const noexcept { return gemm_flops[elem_bytes >= 8 ? 1 : 0]; }
 };
