@@ -221,33 +221,48 @@ std::string size_of(const replay_case& c) {
 /// A case's key for --known-miss: "workload size mode staging" (size: elements, or n=N type).
 std::string key_of(const replay_case& c) { return c.workload + " " + size_of(c) + " " + c.mode + " " + c.staging; }
 
-/// The bars of the issue, from the model: replay within 15%, and the new design's two targets.
+/// The bars of the issue, from the model: replay within 15%, and the new
+/// design's targets, with the arrays in oa's pinned pool and pageable.
 void print_bars(const profile& p, const std::vector<replay_case>& cases, std::size_t known) {
   int within = 0;
   for (const auto& c : cases) within += std::abs(c.predicted / c.measured - 1) <= bar_error;
-  bench_args bs;
-  bs.workload = "blackscholes";
-  bs.elements = 613566756;  // 8x a 4 GiB budget, as gpu_check runs it
-  bs.device_memory = std::size_t{4} << 30;
-  const auto b = predict_one(p, bs, "oa", "new");
-  bench_args gm;
-  gm.workload = "gemm";
-  gm.n = 16384;
-  gm.device_memory = std::size_t{1536} << 20;
-  const auto g = predict_one(p, gm, "oa", "new");
-  const double lb = b["link_bound_seconds"].get<double>() / b["predicted_seconds"].get<double>();
-  const double ic = g["predicted_gflops"].get<double>() / g["incore_gflops"].get<double>();
   oa_bench::text_table t({"bar", "target", "model", "met"});
   t.add_row({"replay: each oa/sequential time within", "15%",
              std::to_string(within) + "/" + std::to_string(cases.size()) + " cases" +
                  (known ? " (" + std::to_string(known) + " known miss)" : ""),
              within == static_cast<int>(cases.size()) ? "yes" : "no"});
-  t.add_row({"new design: blackscholes 8x 4 GiB, of link bound (predicted)", ">= 0.90", format("%.2f (%.3f s vs %.3f s)", lb,
-             b["predicted_seconds"].get<double>(), b["link_bound_seconds"].get<double>()), lb >= bar_link ? "yes" : "no"});
-  t.add_row({"new design: gemm double n=16384 4x, of in-core cuBLAS (predicted)", ">= 0.85",
-             format("%.2f (%.0f of %.0f GFLOP/s)", ic, g["predicted_gflops"].get<double>(), g["incore_gflops"].get<double>()),
-             ic >= bar_gemm ? "yes" : "no"});
-  std::cout << "\nbars\n";
+  for (const char* memory : {"pinned", "pageable"}) {
+    const bool pinned = std::string(memory) == "pinned";
+    bench_args bs;
+    bs.workload = "blackscholes";
+    bs.elements = 613566756;  // 8x a 4 GiB budget, as gpu_check runs it
+    bs.device_memory = std::size_t{4} << 30;
+    bs.host_memory = memory;
+    const auto b = predict_one(p, bs, "oa", "new");
+    const double s = b["predicted_seconds"].get<double>(), lb = b["link_bound_seconds"].get<double>() / s;
+    const double shared = b["shared_link_bound_seconds"].get<double>() / s;
+    // The GPU bars: 0.9 of the link from the pinned pool, 0.8 from pageable arrays.
+    const double target = pinned ? bar_link : 0.8;
+    t.add_row({std::string("new design: blackscholes 8x 4 GiB, ") + memory + ", of link bound (predicted)",
+               format(">= %.2f", target), format("%.2f (%.3f s vs %.3f s; %.2f of the shared-cap bound)", lb, s,
+                                                 b["link_bound_seconds"].get<double>(), shared),
+               lb >= target ? "yes" : "no"});
+  }
+  for (const char* memory : {"pinned", "pageable"}) {
+    bench_args gm;
+    gm.workload = "gemm";
+    gm.n = 16384;
+    gm.device_memory = std::size_t{1536} << 20;
+    gm.host_memory = memory;
+    const auto g = predict_one(p, gm, "oa", "new");
+    const double ic = g["predicted_gflops"].get<double>() / g["incore_gflops"].get<double>();
+    t.add_row({std::string("new design: gemm double n=16384 4x, ") + memory + ", of in-core cuBLAS (predicted)",
+               ">= 0.85", format("%.2f (%.0f of %.0f GFLOP/s)", ic, g["predicted_gflops"].get<double>(),
+                                 g["incore_gflops"].get<double>()),
+               ic >= bar_gemm ? "yes" : "no"});
+  }
+  std::cout << "\nbars (predicted, not measured; the per-stage fixed cost of " << format("%.1f", p["stage_fixed_seconds"] * 1e3)
+            << " ms is the old design's, fitted)\n";
   t.print(std::cout);
 }
 
