@@ -42,7 +42,9 @@
 #               and oa best of 2, whole where the data fits the budget, cpu
 #               only at the smallest size: its time grows linearly with the
 #               elements, so the summary scales it); then pinned staging
-#               against registration at 2x and 8x. Sizes run smallest first,
+#               against registration, and arrays in oa's pinned pool (records
+#               with "host_memory": "pinned", in bench.jsonl), at 2x and 8x;
+#               the 2x pageable run's OA_TRACE goes with the raw logs. Sizes run smallest first,
 #               both workloads in turn; a step the time limit cannot hold is
 #               listed as not run, with the call that runs what is left.
 # Without a GPU (no nvidia-smi, or it cannot query one) every step that needs
@@ -539,6 +541,21 @@ if [[ $phase == all || $phase == bench ]]; then
           --device cuda --device-memory "$budget_text" --verify --repeat "$bench_repeat" --mode oa \
           --json "$dir/bench_staging_register.jsonl"
         ((${#not_run[@]} == before)) || cut_short+=("(staging) --workloads blackscholes --sizes $fraction")
+        # The same arrays in oa's pinned pool: direct DMA, no staging (the
+        # GPU bar: 0.9 of the pinned link at 8x). The 2x pageable run keeps a
+        # trace of every copy, kernel, fill, drain and prefault for oa-sim.
+        before=${#not_run[@]}
+        bench_step "oa-bench blackscholes host-memory=pinned (data ${fraction}x budget, $n elements)" \
+          "bench-pinned-${fraction}x" blackscholes "$n" \
+          "$build/bench/oa-bench" --workload blackscholes --elements "$n" --device cuda \
+          --device-memory "$budget_text" --verify --repeat "$bench_repeat" --mode sequential,oa --host-memory pinned \
+          --json "$dir/bench.jsonl"
+        ((${#not_run[@]} == before)) || cut_short+=("(pinned) --workloads blackscholes --sizes $fraction")
+        if ((fraction == 2)); then
+          bench_step "oa-bench blackscholes traced (data 2x budget, $n elements)" "bench-traced-2x" blackscholes "$n" \
+            env OA_TRACE="$raw/trace-blackscholes-2x.json" "$build/bench/oa-bench" --workload blackscholes \
+            --elements "$n" --device cuda --device-memory "$budget_text" --repeat 1 --mode oa
+        fi
       done
       # oa::stl out of core: sort and scan of 2^28 int64 (2 GiB) through a
       # 256 MiB budget (8x), against the in-core thrust::sort (the ceiling).
