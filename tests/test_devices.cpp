@@ -750,3 +750,20 @@ TEST_CASE("memory resources: a limit counts by granularity, statistics keep the 
   stats.reset_peak();
   CHECK(stats.peak() == 0);
 }
+
+TEST_CASE("emulated rates: the link as configured, the staging threads' measured rate on the ladder") {
+  oa::emulated_options o;
+  o.link_bytes_per_second = 2e9;
+  o.link_shared_bytes_per_second = 3e9;
+  o.link_latency_seconds = 20e-6;
+  const oa::device_rates r = oa::make_emulated_device(o)->rates();
+  CHECK(r.h2d == 2e9);
+  CHECK(r.d2h == 2e9);
+  CHECK(r.both_ways == 3e9);
+  CHECK(r.op_latency > 20e-6);  // and the hand-off to an engine thread
+  REQUIRE(r.staging > 0);
+  CHECK(r.snapped().staging == r.staging);
+  CHECK(oa::make_emulated_device(o)->rates().staging == r.staging);  // measured once
+  o.pinned_only_dma = false;  // every copy direct: no staging
+  CHECK(oa::make_emulated_device(o)->rates().staging == 0);
+}

@@ -233,6 +233,31 @@ TEST_CASE("link_seconds: each way alone, then both within the shared cap in prop
   CHECK(oa::detail::link_seconds(oa::device_rates{}, in, out) == 0);
 }
 
+TEST_CASE("device_rates::snapped: measured rates on a ladder, so that plans do not follow their noise") {
+  oa::device_rates r = h100_link();
+  r.kernel_bytes = 3.0e12;
+  r.gemm_flops[1] = 55.8e12;
+  const oa::device_rates s = r.snapped();
+  for (auto [raw, snapped] : {std::pair{r.h2d, s.h2d}, {r.d2h, s.d2h}, {r.both_ways, s.both_ways},
+                              {r.kernel_bytes, s.kernel_bytes}, {r.gemm_flops[1], s.gemm_flops[1]}}) {
+    CAPTURE(raw);
+    CHECK(snapped <= raw);
+    CHECK(snapped > raw / std::sqrt(2.0));
+    const double steps = 2 * std::log2(snapped);
+    CHECK(steps == doctest::Approx(std::round(steps)));
+  }
+  CHECK(s.h2d == doctest::Approx(std::exp2(35.5)));  // 54.7 GB/s -> 48.6
+  CHECK(s.snapped().h2d == s.h2d);
+  CHECK(s.op_latency == r.op_latency);  // not a rate
+  CHECK(oa::device_rates{}.snapped().h2d == 0);
+  // Noise of a few percent either side of a measurement away from a step: the same rate.
+  for (double noise : {0.95, 0.98, 1.02, 1.05}) {
+    oa::device_rates n = r;
+    n.h2d *= noise;
+    CHECK(n.snapped().h2d == s.h2d);
+  }
+}
+
 TEST_CASE("pipeline_seconds: one round trip, then the busiest engine per further chunk") {
   oa::detail::chunk_costs c;
   c.in_bytes_per_unit = 3, c.out_bytes_per_unit = 1, c.copies_in = 1, c.copies_out = 1;

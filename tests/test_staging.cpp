@@ -13,6 +13,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <memory_resource>
 #include <mutex>
 #include <random>
@@ -254,7 +255,8 @@ TEST_CASE("staging: large drains into fresh pages are faulted in ahead, and byte
   thread_port port(1);
   staging_options o = small_slots(4, 4);
   o.slot_bytes = std::size_t{1} << 20;
-  staging_engine engine(port, *std::pmr::new_delete_resource(), o);
+  auto engine_owner = std::make_unique<staging_engine>(port, *std::pmr::new_delete_resource(), o);
+  staging_engine& engine = *engine_owner;
   engine.copy_out({back, width, rows, pitch}, {device.data(), width, rows, pitch}, 0);
   CHECK(port.synchronize(0) == nullptr);
   bool rows_same = true, gaps_same = true;
@@ -270,6 +272,7 @@ TEST_CASE("staging: large drains into fresh pages are faulted in ahead, and byte
   for (int i = 0; i < 500 && engine.stats().prefault_seconds == 0; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   CHECK(engine.stats().prefault_seconds > 0);
+  engine_owner.reset();  // its faulting threads are done with the memory before it goes
   std::free(fresh);
 }
 

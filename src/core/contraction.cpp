@@ -23,6 +23,7 @@
 #include "core/progress.hpp"
 #include "core/tiling.hpp"
 #include "oa/core/error.hpp"
+#include "oa/core/pinned.hpp"
 
 namespace oa::detail {
 
@@ -311,6 +312,8 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
                       dev.allocation_granularity()};
   if (opt.chunk_bytes) prob.budget = std::min(prob.budget, opt.chunk_bytes);
   set_tiling_device(prob, dev);
+  // Pageable operands go through the staging engine: the time model counts its rate.
+  prob.staged = !is_pinned(o.a.data, span_bytes(o.a)) || !is_pinned(o.b.data, span_bytes(o.b));
   // A result a later stage reads here is computed in place in a copy of C
   // that stays on the device, when C and the tiles fit.
   std::optional<tile_plan> resident_plan;

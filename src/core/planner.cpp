@@ -295,6 +295,22 @@ std::size_t even_chunk(std::size_t units, std::size_t chunks, std::size_t align)
 }
 }  // namespace
 
+}  // namespace oa::detail
+
+namespace oa {
+
+device_rates device_rates::snapped() const noexcept {
+  const auto snap = [](double v) { return v > 0 && std::isfinite(v) ? std::exp2(std::floor(2 * std::log2(v)) / 2) : v; };
+  device_rates r = *this;
+  for (double* v : {&r.h2d, &r.d2h, &r.both_ways, &r.staging, &r.kernel_bytes, &r.gemm_flops[0], &r.gemm_flops[1]})
+    *v = snap(*v);
+  return r;
+}
+
+}  // namespace oa
+
+namespace oa::detail {
+
 double link_seconds(const device_rates& r, double h2d_bytes, double d2h_bytes) noexcept {
   const double inf = std::numeric_limits<double>::infinity();
   const double rh = r.h2d > 0 ? r.h2d : inf, rd = r.d2h > 0 ? r.d2h : inf;

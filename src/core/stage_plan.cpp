@@ -197,8 +197,8 @@ stage_plan plan_with(const stage& s, const std::vector<call_node>& nodes,
   p.bytes_per_unit = in_place ? in_place_bytes : L.buffer_bytes_per_unit;
   const int want_streams = opt.streams > 0 ? opt.streams : dev.preferred_streams();
   p.slot_mem = {in_place ? std::vector<std::size_t>{in_place_bytes} : L.buffer_unit_bytes,
-                in_place ? 0 : p.chunk_partial_bytes, in_place ? 1 : dev.allocation_granularity()};
-  if (!in_place) p.slot_mem.buffer_fixed = L.buffer_fixed_bytes;
+                in_place ? 0 : p.chunk_partial_bytes, in_place ? 1 : dev.allocation_granularity(),
+                in_place ? std::vector<std::size_t>{} : L.buffer_fixed_bytes};
   if (!own.empty()) {
     // OA_CHUNK_BYTES caps what a chunk moves, wherever its values live.
     const stage_layout plain = layout_stage(s, nodes, p.mode, needed_on_host);

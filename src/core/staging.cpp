@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "oa/core/error.hpp"
 
@@ -237,6 +239,26 @@ void staging_engine::copy_in(const region& dst, const region& src, stream_id s) 
   });
   std::lock_guard slock(stats_m_);
   stats_.bytes_in += src.bytes();
+}
+
+double staging_thread_rate() noexcept {
+  static const double rate = [] {
+    try {
+      constexpr std::size_t bytes = std::size_t{16} << 20;
+      std::vector<std::byte> from(bytes, std::byte{1}), to(bytes, std::byte{0});
+      double best = 0;
+      for (int i = 0; i < 3; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::memcpy(to.data(), from.data(), bytes);
+        const double s = seconds_since(t0);
+        if (s > 0) best = std::max(best, static_cast<double>(bytes) / s);
+      }
+      return best;
+    } catch (...) {
+      return 0.0;
+    }
+  }();
+  return rate;
 }
 
 void staging_engine::prefault(std::uintptr_t first, std::uintptr_t end) {

@@ -125,6 +125,11 @@ struct staging_stats {
   double prefault_seconds = 0;  // faulting destinations in, ahead of the drains
 };
 
+/// One thread's memcpy rate between touched host buffers (bytes per
+/// second, best of three 16 MiB copies): what a fill or drain thread moves,
+/// for the planner's time model. Measured once per process; 0 on failure.
+double staging_thread_rate() noexcept;
+
 class staging_engine {
  public:
   /// Slots and words come from `pinned` (kept until the engine goes).

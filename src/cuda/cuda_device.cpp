@@ -264,7 +264,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
   int preferred_streams() const noexcept override { return 4; }
   // Measured once, when the first stage is planned.
   device_rates rates() const noexcept override {
-    std::call_once(rates_once_, [this] { rates_ = detail::measure_rates(opt_.ordinal); });
+    std::call_once(rates_once_, [this] { rates_ = detail::measure_rates(opt_.ordinal, copy_threads(opt_)); });
     return rates_;
   }
   bool compiles_kernels() const noexcept override { return true; }

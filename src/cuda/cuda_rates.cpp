@@ -1,10 +1,14 @@
 // What the planner's time model assumes of a GPU: its link measured once
 // (pinned copies each way alone and both at once, and a copy within device
-// memory for the kernels' rate), and its product rate estimated from the
-// multiprocessors' clock. Planning estimates, never reported as
-// measurements; any error leaves the rate unknown (0).
+// memory for the kernels' rate), the staging threads' memcpy rate, and its
+// product rate estimated from the multiprocessors' clock. Planning
+// estimates, never reported as measurements; snapped to a ladder so that
+// plans do not follow a measurement's noise; any error leaves a rate
+// unknown (0).
 
 #include "cuda/cuda_rates.hpp"
+
+#include "core/staging.hpp"
 
 #include <cuda_runtime.h>
 
@@ -67,8 +71,15 @@ struct probe {
     return ok ? best : 0;
   }
 
-  /// Bytes per second of both directions at once, on two streams, together.
+  /// Bytes per second of both directions at once, on two streams, together;
+  /// best of three (the first warms up).
   double both_ways() {
+    double best = 0;
+    for (int i = 0; i < 3 && ok; ++i) best = std::max(best, both_ways_once());
+    return ok ? best : 0;
+  }
+
+  double both_ways_once() {
     ok = ok && cudaEventRecord(events[2], streams[0]) == cudaSuccess &&
          cudaStreamWaitEvent(streams[1], events[2]) == cudaSuccess &&
          cudaMemcpyAsync(dev[0], pinned(0), probe_bytes, cudaMemcpyHostToDevice, streams[0]) == cudaSuccess &&
@@ -84,15 +95,18 @@ struct probe {
 /// Flops per clock per multiprocessor of the in-core product, by
 /// architecture: {float, double}. Zero where not known.
 std::array<double, 2> flops_per_clock(int major, int minor) {
-  if (major >= 9) return {256, 256};                 // H100, B200: FP64 tensor cores
+  // Datacenter parts only: consumer ones (8.6, 8.9, 12.x) have FP64 at a
+  // small, varying fraction of FP32.
+  if (major == 10 && minor == 0) return {256, 128};  // B200
+  if (major == 9 && minor == 0) return {256, 256};   // H100, H200: FP64 tensor cores
   if (major == 8 && minor == 0) return {128, 128};   // A100
   if (major == 7 && minor == 0) return {128, 64};    // V100
-  return {0, 0};                                     // consumer parts: FP64 rates differ too widely to guess
+  return {0, 0};
 }
 
 }  // namespace
 
-device_rates measure_rates(int ordinal) noexcept {
+device_rates measure_rates(int ordinal, int staging_threads) noexcept {
   device_rates r;
   if (cudaSetDevice(ordinal) != cudaSuccess) return r;
   {
@@ -111,6 +125,7 @@ device_rates measure_rates(int ordinal) noexcept {
       });
     }
   }
+  r.staging = oa::detail::staging_thread_rate() * std::max(staging_threads, 1);
   r.op_latency = 10e-6;  // a launch or copy issued and handed on: typical 5-10 us
   int sms = 0, khz = 0, major = 0, minor = 0;
   if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, ordinal) == cudaSuccess &&
@@ -123,7 +138,7 @@ device_rates measure_rates(int ordinal) noexcept {
     for (int i = 0; i < 2; ++i) r.gemm_flops[i] = 0.83 * per_clock[static_cast<std::size_t>(i)] * sms * khz * 1e3;
   }
   (void)cudaGetLastError();
-  return r;
+  return r.snapped();
 }
 
 }  // namespace oa::cuda::detail

@@ -106,13 +106,20 @@ class emulated_device final : public stream_device, private staging_port {
   // late copy does not stall the other engines.
   int preferred_streams() const noexcept override { return 4; }
   // The link as configured; each operation also pays its hand-off to an
-  // engine thread (tens of microseconds on an idle machine). Staging and
-  // kernel rates are the host's, not modelled here: unknown.
+  // engine thread (tens of microseconds on an idle machine). Staging: the
+  // fill threads at one thread's measured memcpy rate (snapped to a ladder,
+  // so plans do not follow the measurement's noise). Kernels run on the
+  // host at rates not modelled here: unknown.
   device_rates rates() const noexcept override {
     device_rates r;
     r.h2d = r.d2h = opt_.link_bytes_per_second;
     r.both_ways = opt_.link_shared_bytes_per_second;
     r.op_latency = opt_.link_latency_seconds + 30e-6;
+    if (opt_.pinned_only_dma) {
+      device_rates measured;
+      measured.staging = staging_thread_rate() * (opt_.staging_threads > 0 ? opt_.staging_threads : default_staging_threads());
+      r.staging = measured.snapped().staging;
+    }
     return r;
   }
 

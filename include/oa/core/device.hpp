@@ -72,6 +72,10 @@ struct device_rates {
   /// not all multiples of 8 elements: cuBLAS picks slower kernels for such
   /// leading dimensions (fitted on the H100's DGEMM tiles of 3277 x 1821).
   double gemm_unaligned = 0.85;
+  /// The same rates, each rounded down to a step of a fixed ladder (half an
+  /// octave: 2^(k/2) bytes or flops per second), so that plans made from
+  /// measured rates do not change with a measurement's noise.
+  device_rates snapped() const noexcept;
   /// The product rate for `elem_bytes`-byte elements (0: unknown).
   double flops(std::size_t elem_bytes) const noexcept { return gemm_flops[elem_bytes >= 8 ? 1 : 0]; }
 };
