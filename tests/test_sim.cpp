@@ -222,3 +222,40 @@ TEST_CASE("sim: the new design's GEMM loads run the plan's lookahead steps ahead
     }
   }
 }
+
+#include <filesystem>
+#include <fstream>
+
+#include "sim/replay.hpp"
+
+TEST_CASE("sim: calibrate takes the new design's host rates from a GPU node's staging probe") {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "oa_sim_probe_fit";
+  std::filesystem::create_directories(dir);
+  oa_sim::profile p = unlimited_host();
+  SUBCASE("no probe file: nothing set") {
+    std::filesystem::remove(dir / "staging_probe.json");
+    CHECK(oa_sim::fit_probe(p, dir.string()).empty());
+    CHECK(p["new_memcpy_gbps_per_thread"] == 1e6);
+  }
+  SUBCASE("host_memcpy results: measured parameters") {
+    std::ofstream(dir / "staging_probe.json") << R"({"host_memcpy": {
+        "setup": {"bytes": 1073741824},
+        "touched T=1": {"median_gbps": 10.0, "best_gbps": 11.0},
+        "touched T=8": {"median_gbps": 48.0},
+        "touched T=16": {"median_gbps": 40.0},
+        "untouched T=1": {"median_gbps": 2.5},
+        "untouched T=4": {"skipped": "time limit"}}})";
+    const auto lines = oa_sim::fit_probe(p, dir.string());
+    CHECK(lines.size() == 3);
+    CHECK(p["new_memcpy_gbps_per_thread"] == 10.0);
+    CHECK(p["new_prefault_gbps_per_thread"] == doctest::Approx(1 / (1 / 2.5 - 1 / 10.0)));
+    CHECK(p["untouched_memcpy_ratio"] == doctest::Approx(0.25));
+    CHECK(p["host_memcpy_cap_gbps"] == 48.0);
+    CHECK(p.params.at("host_memcpy_cap_gbps").provenance == "measured");
+  }
+  SUBCASE("not JSON: an error naming the file") {
+    std::ofstream(dir / "staging_probe.json") << "{ not json";
+    CHECK_THROWS_WITH_AS(oa_sim::fit_probe(p, dir.string()), doctest::Contains("staging_probe.json"), std::runtime_error);
+  }
+  std::filesystem::remove_all(dir);
+}

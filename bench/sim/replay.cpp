@@ -248,7 +248,7 @@ std::string fit_staging(profile& p, std::vector<replay_case>& cases) {
 std::vector<std::string> calibrate(profile& p, const std::string& folder, std::vector<replay_case>& cases) {
   mark_fit_set(cases);
   measure(p, folder, cases);
-  std::vector<std::string> lines;
+  std::vector<std::string> lines = fit_probe(p, folder);
   lines.push_back(fit_register(p, cases));
   lines.push_back(fit_staging(p, cases));
   return lines;

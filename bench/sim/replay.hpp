@@ -31,6 +31,12 @@ double predict_case(const profile& p, const replay_case& c);
 /// cases (marking the fit set); returns lines describing each fit.
 std::vector<std::string> calibrate(profile& p, const std::string& folder, std::vector<replay_case>& cases);
 
+/// The new design's host parameters (memcpy per thread into touched pages,
+/// first touch per thread, all threads' copy rate) from the folder's
+/// staging_probe.json, when there is one with host_memcpy results; one line
+/// per parameter set. Throws naming the file when it is not JSON.
+std::vector<std::string> fit_probe(profile& p, const std::string& folder);
+
 /// Marks the fit set: streaming register records at 1/4x, 1x and 4x the
 /// budget, and the streaming pinned-staging record; the rest is held out.
 void mark_fit_set(std::vector<replay_case>& cases);

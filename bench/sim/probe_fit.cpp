@@ -1,0 +1,66 @@
+// The new design's host parameters from a GPU node's bench/staging_probe.cu
+// results (staging_probe.json beside the run's records): one thread's memcpy
+// into touched pages, the first touch of fresh pages, and what all threads
+// together copy. Measured there, not assumed.
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+#include "sim/replay.hpp"
+
+namespace oa_sim {
+
+namespace {
+
+/// The median GB/s of a host_memcpy measurement ("touched T=1"), or NaN
+/// when the probe skipped or failed it.
+double median_gbps(const nlohmann::json& memcpy, const std::string& name) {
+  const auto it = memcpy.find(name);
+  if (it == memcpy.end() || !it->contains("median_gbps") || !(*it)["median_gbps"].is_number()) return NAN;
+  return (*it)["median_gbps"].get<double>();
+}
+
+}  // namespace
+
+std::vector<std::string> fit_probe(profile& p, const std::string& folder) {
+  const std::filesystem::path path = std::filesystem::path(folder) / "staging_probe.json";
+  std::ifstream f(path);
+  if (!f) return {};
+  nlohmann::json probe;
+  try {
+    probe = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error("oa_sim::fit_probe: " + path.string() + ": " + e.what());
+  }
+  if (!probe.contains("host_memcpy")) return {};
+  const nlohmann::json& m = probe["host_memcpy"];
+  std::vector<std::string> lines;
+  const double touched = median_gbps(m, "touched T=1"), fresh = median_gbps(m, "untouched T=1");
+  const std::string src = path.filename().string() + " host_memcpy";
+  if (std::isfinite(touched) && touched > 0) {
+    p.set("new_memcpy_gbps_per_thread", touched, "measured", src + ": median of 'touched T=1'");
+    lines.push_back("probe: new_memcpy_gbps_per_thread " + std::to_string(touched));
+  }
+  if (std::isfinite(touched) && std::isfinite(fresh) && fresh > 0 && fresh < touched) {
+    // A copy into fresh pages pays the first touch on top of the copy.
+    const double touch = 1 / (1 / fresh - 1 / touched);
+    p.set("new_prefault_gbps_per_thread", touch, "measured",
+          src + ": first touch per thread, 1 / (1 / 'untouched T=1' - 1 / 'touched T=1')");
+    p.set("untouched_memcpy_ratio", fresh / touched, "measured", src + ": 'untouched T=1' over 'touched T=1'");
+    lines.push_back("probe: new_prefault_gbps_per_thread " + std::to_string(touch));
+  }
+  double most = 0;
+  std::string at;
+  for (const auto& [name, r] : m.items())
+    if (name.rfind("touched T=", 0) == 0 && r.contains("median_gbps") && r["median_gbps"].get<double>() > most)
+      most = r["median_gbps"].get<double>(), at = name;
+  if (most > 0) {
+    p.set("host_memcpy_cap_gbps", most, "measured", src + ": the most any thread count copied ('" + at + "')");
+    lines.push_back("probe: host_memcpy_cap_gbps " + std::to_string(most));
+  }
+  return lines;
+}
+
+}  // namespace oa_sim
