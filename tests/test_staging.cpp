@@ -60,6 +60,11 @@ class thread_port final : public oa::detail::staging_port {
   }
   void host_wrote(const flag_word&) noexcept override {}
 
+  /// Stream s does nothing for `d` before its next work.
+  void hold(oa::stream_id s, std::chrono::milliseconds d) {
+    at(s).push([d](bool) { std::this_thread::sleep_for(d); });
+  }
+
   /// Waits for stream s's queue; its first error, if any.
   std::exception_ptr synchronize(oa::stream_id s) {
     stream& st = at(s);
@@ -257,6 +262,9 @@ TEST_CASE("staging: large drains into fresh pages are faulted in ahead, and byte
   o.slot_bytes = std::size_t{1} << 20;
   auto engine_owner = std::make_unique<staging_engine>(port, *std::pmr::new_delete_resource(), o);
   staging_engine& engine = *engine_owner;
+  // The DMAs wait a while, as a busy GPU's would: the faulting threads start
+  // before any drain has run (once a copy's drains have all run they skip).
+  port.hold(0, std::chrono::milliseconds(200));
   engine.copy_out({back, width, rows, pitch}, {device.data(), width, rows, pitch}, 0);
   CHECK(port.synchronize(0) == nullptr);
   bool rows_same = true, gaps_same = true;

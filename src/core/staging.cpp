@@ -177,6 +177,7 @@ void staging_engine::drain(const slot& sl, std::uint32_t use, region host, regio
       copy_region(host, packed);
   }
   account(phase::drain, s, t0, landed ? host.bytes() : 0);  // before the stream can see it done
+  drained_.fetch_add(1, std::memory_order_release);
   publish(*sl.free, use);
   port_.host_wrote(*sl.free);
 }
@@ -261,7 +262,10 @@ double staging_thread_rate() noexcept {
   return rate;
 }
 
-void staging_engine::prefault(std::uintptr_t first, std::uintptr_t end) {
+void staging_engine::prefault(std::uintptr_t first, std::uintptr_t end, std::uint64_t last_drain) {
+  // Once the copy's drains have run (and the stage may have ended and freed
+  // the memory), faulting it in helps nobody.
+  if (drained_.load(std::memory_order_acquire) >= last_drain) return;
   const auto t0 = std::chrono::steady_clock::now();
   // Best effort: a kernel without MADV_POPULATE_WRITE leaves the faults to
   // the drain. Pages already there (written, or faulted in) are left as
@@ -270,7 +274,7 @@ void staging_engine::prefault(std::uintptr_t first, std::uintptr_t end) {
   account(phase::prefault, -1, t0, end - first);
 }
 
-void staging_engine::prefault_ahead(const region& dst) {
+void staging_engine::prefault_ahead(const region& dst, std::uint64_t last_drain) {
   // Small destinations fault in as fast as the drain would; large ones go to
   // the faulting threads in pieces, in drain order, so several work at once.
   constexpr std::uintptr_t piece = std::uintptr_t{8} << 20;
@@ -279,12 +283,11 @@ void staging_engine::prefault_ahead(const region& dst) {
   const auto first = reinterpret_cast<std::uintptr_t>(dst.data) / page * page;
   const auto end = reinterpret_cast<std::uintptr_t>(dst.data) + (dst.rows - 1) * dst.pitch + dst.width;
   for (std::uintptr_t a = first; a < end; a += piece)
-    faulters_->push([this, a, b = std::min(end, a + piece)] { prefault(a, b); });
+    faulters_->push([this, a, b = std::min(end, a + piece), last_drain] { prefault(a, b, last_drain); });
 }
 
 void staging_engine::copy_out(const region& dst, const region& src, stream_id s) {
   std::lock_guard lock(m_);
-  prefault_ahead(dst);
   forget_drained();
   for_each_piece(src, dst, opt_.slot_bytes, [&](const region& d, const region& h) {
     slot& sl = out_[next_out_++ % out_.size()];
@@ -301,7 +304,9 @@ void staging_engine::copy_out(const region& dst, const region& src, stream_id s)
     }
     drainers_->push([this, &sl, use, h, packed, s] { drain(sl, use, h, packed, s); });
     draining_.push_back({h.data, end_of(h), &sl, use});
+    ++queued_drains_;
   });
+  prefault_ahead(dst, queued_drains_);
   std::lock_guard slock(stats_m_);
   stats_.bytes_out += src.bytes();
 }

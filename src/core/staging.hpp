@@ -195,8 +195,10 @@ class staging_engine {
             const std::vector<pending_drain>& after);
   void drain(const slot& sl, std::uint32_t use, region host, region packed, stream_id s);
   void skip(workers& w, const slot& sl, std::uint32_t use) noexcept;
-  void prefault(std::uintptr_t first, std::uintptr_t end);
-  void prefault_ahead(const region& dst);
+  /// Faults [first, end) in unless drain number `last_drain` (the copy's
+  /// last) has already run.
+  void prefault(std::uintptr_t first, std::uintptr_t end, std::uint64_t last_drain);
+  void prefault_ahead(const region& dst, std::uint64_t last_drain);
 
   staging_port& port_;
   std::pmr::memory_resource& pinned_;
@@ -209,6 +211,8 @@ class staging_engine {
   std::vector<pending_drain> draining_;  // copies out submitted, maybe not drained yet
   std::atomic<bool> aborted_{false};
   std::atomic<std::uint64_t> fills_{0}, drains_{0};
+  std::uint64_t queued_drains_ = 0;        // drain tasks queued (under m_)
+  std::atomic<std::uint64_t> drained_{0};  // drain tasks run
   mutable std::mutex stats_m_;  // stats_, and the spans below
   bool recording_ = false;
   std::chrono::steady_clock::time_point epoch_;
