@@ -11,7 +11,6 @@
 // stream and each part is one product.
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -176,6 +175,66 @@ std::vector<tile> tile_order(const tile_plan& plan, const contraction_desc& d) {
     }
   return tiles;
 }
+
+/// Block `bl` of a C tile's outer vectors (columns of a column-major tile).
+matrix_block outer_part(const matrix_block& c, const c_block& bl) {
+  const std::size_t w = bl.end - bl.begin;
+  return c.row_major ? c.sub(bl.begin, 0, w, c.cols) : c.sub(0, bl.begin, c.rows, w);
+}
+
+/// A step's operands on the device.
+struct step_operands {
+  matrix_block a, b, c;
+};
+
+/// The part of a step that computes block `bl` of C: B's columns of a
+/// column-major C, A's rows of a row-major one. Each element's sum is the
+/// same as the whole step's.
+step_operands block_of(const contraction_desc& d, const step_operands& s, const c_block& bl) {
+  const std::size_t w = bl.end - bl.begin, kl = d.trans_a ? s.a.rows : s.a.cols;
+  if (s.c.row_major) return {d.a_tile(s.a, bl.begin, w, 0, kl), s.b, outer_part(s.c, bl)};
+  return {s.a, d.b_tile(s.b, 0, kl, bl.begin, w), outer_part(s.c, bl)};
+}
+
+/// The blocks each C tile is written back in, and the events of each
+/// block's copies. With one C buffer, a tile's last step and the next tile's
+/// first run per block of C's outer vectors (contiguous in the packed
+/// buffer): a block's copy back starts once its product is done, and the
+/// next tile's block waits only for the copies of the bytes it overwrites,
+/// so that the write-back overlaps products instead of idling the device.
+struct c_tile_blocks {
+  std::vector<std::vector<c_block>> blocks;             // per tile; one block: the whole tile
+  std::vector<std::size_t> inner;                       // per tile: elements per outer vector
+  std::vector<std::vector<event>> loaded, computed, written;  // per tile, per block: old C in, product, copy back
+
+  c_tile_blocks(const std::vector<tile>& tiles, const matrix_block& c, bool split, int most)
+      : blocks(tiles.size()), inner(tiles.size()), loaded(tiles.size()), computed(tiles.size()), written(tiles.size()) {
+    for (std::size_t t = 0; t < tiles.size(); ++t) {
+      const matrix_block ct = c.sub(tiles[t].i0, tiles[t].j0, tiles[t].mi, tiles[t].nj);
+      inner[t] = ct.inner();
+      blocks[t] = split ? c_write_blocks(ct.outer(), ct.inner(), most) : std::vector<c_block>{{0, ct.outer()}};
+    }
+  }
+  /// Tile t is queued (again): its earlier events are done with.
+  void reset(std::size_t t) {
+    loaded[t].clear();
+    computed[t].clear();
+    written[t].clear();
+  }
+  /// Makes stream `s` wait for the copies back of tile `prev`'s blocks that
+  /// share bytes of the C buffer with block `bl` of tile t.
+  void wait_written(device& dev, stream_id s, std::size_t prev, std::size_t t, const c_block& bl) const {
+    const std::size_t lo = bl.begin * inner[t], hi = bl.end * inner[t];
+    for (std::size_t j = 0; j < written[prev].size(); ++j)
+      if (blocks[prev][j].begin * inner[prev] < hi && lo < blocks[prev][j].end * inner[prev])
+        dev.wait_event(s, written[prev][j]);
+  }
+  /// Adds tile t's block events, which say whether its copies failed.
+  void add_events(std::size_t t, std::vector<const event*>& evs) const {
+    for (const auto* v : {&loaded[t], &written[t]})
+      for (const event& e : *v) evs.push_back(&e);
+  }
+};
 
 /// How the tiled pipeline ended: tiles [0, rerun_from) are done (on the
 /// host, or in C's device copy); after a sticky fault (`lost`) the others
@@ -366,7 +425,8 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
     for (std::size_t i = 0; i < ahead; ++i) bbuf.push_back(alloc(plan.kt * plan.nt * eb));
   std::vector<event> done(tiles.size() * KS);         // step s finished
   std::vector<event> loaded(tiles.size() * KS);       // step s's pieces copied in
-  std::vector<event> c_free(tiles.size());            // tile t written back: its C buffer is free
+  c_tile_blocks cblocks(tiles, o.c_out, !resident && cbuf.size() == 1, plan.c_blocks);
+  if (cblocks.blocks[0].size() > 1) rep.tiling += ", C written back in " + std::to_string(cblocks.blocks[0].size()) + " blocks";
   std::vector<event> a_last(KS), b_last(KS);          // held panels: the latest step reading piece kk
   stream_set ss(dev);
   // Sequential: one stream, so nothing overlaps (the baseline of the pipeline).
@@ -392,6 +452,45 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
       dev.copy_to_device_async(prefetch.front().dev.as_region(), prefetch.front().host.as_region(), in);
     }
   };
+  const bool write_back = !resident || opt.result_on_host;
+  // Queues tile t's step kk (global s) on `run` once its pieces are in, per
+  // block on a tile's first and last steps: the first's blocks wait for the
+  // C buffer's bytes (and load C's old values, when read), the last's go
+  // back to the host one by one.
+  const auto queue_step = [&](std::size_t begin, std::size_t t, std::size_t kk, std::size_t s,
+                              const step_operands& op, const matrix_block& c_host) {
+    const bool first_step = kk == 0, last_step = kk + 1 == KS;
+    const std::vector<c_block> whole{{0, op.c.outer()}};
+    const std::vector<c_block>& bls = first_step || last_step ? cblocks.blocks[t] : whole;
+    const bool reuse = !resident && t >= begin + cbuf.size();
+    dev.wait_event(run, loaded[s]);
+    for (const c_block& bl : bls) {
+      const step_operands part = block_of(d, op, bl);
+      if (first_step) {
+        if (reuse) cblocks.wait_written(dev, d.reads_c ? in : run, t - cbuf.size(), t, bl);
+        if (d.reads_c) {
+          // After a fault, C in place may hold tiles the device wrote before
+          // its stream failed: later rounds read the old values kept aside.
+          const tile& tl = tiles[t];
+          const matrix_block c_old = (begin == 0 ? o.c_in : c_kept).sub(tl.i0, tl.j0, tl.mi, tl.nj);
+          dev.copy_to_device_async(part.c.as_region(), outer_part(c_old, bl).as_region(), in);
+          cblocks.loaded[t].push_back(dev.record_event(in));
+          dev.wait_event(run, cblocks.loaded[t].back());
+        }
+      }
+      dev.launch_async({launch_name(n),
+                        [&step, part, first_step](const stream_view& v) { step(part.a, part.b, part.c, first_step, v); },
+                        {}},
+                       run);
+      if (last_step && write_back) {
+        cblocks.computed[t].push_back(dev.record_event(run));
+        dev.wait_event(out, cblocks.computed[t].back());
+        dev.copy_to_host_async(outer_part(c_host, bl).as_region(), part.c.as_region(), out);
+        cblocks.written[t].push_back(dev.record_event(out));
+      }
+    }
+    done[s] = dev.record_event(run);
+  };
   // Queues tiles [begin, end); returns how many were queued whole, and the
   // error that stopped the queueing.
   const auto queue_tiles = [&](std::size_t begin, std::exception_ptr& first) {
@@ -408,7 +507,7 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
           c_dev.data = whole_c.data() + (c_host.data - o.c_out.data);
         else
           c_dev = c_host.packed_at(cbuf[t % cbuf.size()].data());
-        const event* c_reuse = !resident && t >= begin + cbuf.size() ? &c_free[t - cbuf.size()] : nullptr;
+        cblocks.reset(t);
         for (std::size_t kk = 0; kk < KS; ++kk, ++s) {
           const std::size_t k0 = kk * plan.kt, kl = std::min(plan.kt, d.k - k0);
           // A's piece: its slot in the held row panel, prefetched by the
@@ -436,24 +535,8 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
           if (s >= begin * KS + ahead) dev.wait_event(in, done[s - ahead]);  // the piece buffers of step s - ahead
           if (load_a) dev.copy_to_device_async(a_dev.as_region(), a_host.as_region(), in);
           if (load_b) dev.copy_to_device_async(b_dev.as_region(), b_host.as_region(), in);
-          if (kk == 0 && d.reads_c) {
-            if (c_reuse) dev.wait_event(in, *c_reuse);
-            // After a fault, C in place may hold tiles the device wrote before
-            // its stream failed: later rounds read the old values kept aside.
-            const matrix_block c_old = (begin == 0 ? o.c_in : c_kept).sub(tl.i0, tl.j0, tl.mi, tl.nj);
-            dev.copy_to_device_async(c_dev.as_region(), c_old.as_region(), in);
-          }
           loaded[s] = dev.record_event(in);
-          dev.wait_event(run, loaded[s]);
-          if (kk == 0 && !d.reads_c && c_reuse) dev.wait_event(run, *c_reuse);
-          const bool first_step = kk == 0;
-          dev.launch_async({launch_name(n),
-                            [&step, a_dev, b_dev, c_dev, first_step](const stream_view& v) {
-                              step(a_dev, b_dev, c_dev, first_step, v);
-                            },
-                            {}},
-                           run);
-          done[s] = dev.record_event(run);
+          queue_step(begin, t, kk, s, {a_dev, b_dev, c_dev}, c_host);
           if (plan.hold == held_panel::a_rows) a_last[kk] = done[s];
           if (plan.hold == held_panel::b_cols) b_last[kk] = done[s];
           if (plan.hold != held_panel::none && t + 1 < tiles.size() && tiles[t + 1].first_in_line) {
@@ -465,11 +548,6 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
             prefetch.back().dev = prefetch.back().host.packed_at(prefetch.back().dev.data);
           }
           progress.update(s + 1);
-        }
-        if (!resident || opt.result_on_host) {
-          dev.wait_event(out, done[s - 1]);
-          dev.copy_to_host_async(c_host.as_region(), c_dev.as_region(), out);
-          c_free[t] = dev.record_event(out);
         }
         queued = t + 1;
       }
@@ -483,14 +561,16 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
   // finish), or `queued`.
   const auto first_failed = [&](std::size_t begin, std::size_t queued) {
     for (std::size_t t = begin; t < queued; ++t) {
+      std::vector<const event*> evs;
+      for (std::size_t st = t * KS; st < (t + 1) * KS; ++st) evs.insert(evs.end(), {&loaded[st], &done[st]});
+      cblocks.add_events(t, evs);
       bool failed = false;
-      for (std::size_t st = t * KS; st < (t + 1) * KS; ++st)
-        for (const event* e : std::array<const event*, 3>{&loaded[st], &done[st], st + 1 == (t + 1) * KS ? &c_free[t] : nullptr})
-          if (e && *e)
-            if (std::exception_ptr err = dev.synchronize_event(*e)) {
-              classify(res, err);
-              failed = true;
-            }
+      for (const event* e : evs)
+        if (*e)
+          if (std::exception_ptr err = dev.synchronize_event(*e)) {
+            classify(res, err);
+            failed = true;
+          }
       if (failed) return t;
     }
     return queued;

@@ -33,6 +33,11 @@ std::vector<std::size_t> extents(std::size_t len) {
 // least this thick where the budget allows.
 constexpr std::size_t preferred_min_step = 256;
 
+/// Write-back blocks a plan with `c_buffers` C buffers gets.
+int blocks_for(const tiling_problem& p, int c_buffers) {
+  return c_buffers == 1 ? (p.c_blocks > 0 ? p.c_blocks : default_c_blocks) : 1;
+}
+
 }  // namespace
 
 std::size_t tile_plan_bytes(const tiling_problem& p, std::size_t mt, std::size_t nt, std::size_t kt, held_panel h,
@@ -98,10 +103,11 @@ tile_plan fewest_bytes_plan(const tiling_problem& p) {
       if (plan.mt) break;
       continue;
     }
-    const tile_plan one = best_for(1, min_step), two = best_for(2, min_step);
+    const tile_plan one = p.c_buffers == 2 ? tile_plan{} : best_for(1, min_step);
+    const tile_plan two = p.c_buffers == 1 ? tile_plan{} : best_for(2, min_step);
     // A second C buffer overlaps a tile's copies with the next tile's steps;
     // worth up to 10% more bytes.
-    if (two.mt && two.bytes_moved * 10 <= one.bytes_moved * 11)
+    if (two.mt && (!one.mt || two.bytes_moved * 10 <= one.bytes_moved * 11))
       plan = two;
     else
       plan = one;
@@ -126,6 +132,7 @@ tile_plan fewest_bytes_plan(const tiling_problem& p) {
   }
   plan.kt = ceil_div(p.k, ceil_div(p.k, lo));
   plan.lookahead = la;
+  plan.c_blocks = blocks_for(p, plan.c_buffers);
   plan.device_bytes = tile_plan_bytes(p, plan.mt, plan.nt, plan.kt, plan.hold, plan.c_buffers, la);
   return plan;
 }
@@ -163,7 +170,14 @@ double link_seconds(const tiling_problem& p, double in, double out) {
   return s;
 }
 
-/// Every step's seconds, launches included; each tile's first step reads C only if the product does.
+/// Blocks a plan's full tiles are written back in (1: whole, after the last step).
+std::size_t write_blocks(const tiling_problem& p, const tile_plan& t) {
+  if (t.c_buffers != 1) return 1;
+  return c_write_blocks(std::min(t.nt, p.n), std::min(t.mt, p.m), t.c_blocks).size();
+}
+
+/// Every step's seconds, launches included (a blocked step launches once per
+/// block); each tile's first step reads C only if the product does.
 double compute_seconds(const tiling_problem& p, const tile_plan& t) {
   const device_rates& r = p.rates;
   const std::size_t k0 = std::min(t.kt, p.k);
@@ -177,7 +191,9 @@ double compute_seconds(const tiling_problem& p, const tile_plan& t) {
       s += static_cast<double>(cm * cn) * tile;
     });
   });
-  return s + static_cast<double>(t.tiles_m() * t.tiles_n() * t.steps_k()) * r.op_latency;
+  // A tile of one step runs it once in blocks: it is its first and last.
+  const std::size_t launches = t.steps_k() + (t.steps_k() > 1 ? 2 : 1) * (write_blocks(p, t) - 1);
+  return s + static_cast<double>(t.tiles_m() * t.tiles_n() * launches) * r.op_latency;
 }
 
 /// Bytes a plan moves, by kind.
@@ -212,6 +228,26 @@ double edge_seconds(const tiling_problem& p, const tile_plan& t) {
   return link_seconds(p, first, 0) + last + 2 * p.rates.op_latency;
 }
 
+/// With one C buffer, the GPU waits for a tile's C copies (back, and in for
+/// the next tile) but for what the blocked last and next first steps hide:
+/// block j's copy overlaps the products of the blocks after it; at least
+/// one block's copies stay exposed. The blocks go back while the next
+/// steps' pieces come in (`load_share` of the time): on a both-ways link
+/// at its share of the cap.
+double serial_c_seconds(const tiling_problem& p, const tile_plan& t, const plan_traffic& b, double tiles,
+                        double load_share) {
+  const device_rates& r = p.rates;
+  const double in = link_seconds(p, b.c_in / tiles, 0), back = link_seconds(p, 0, b.c_out / tiles);
+  const double nb = static_cast<double>(write_blocks(p, t));
+  if (nb <= 1) return in + back;
+  const double cap = r.both_ways > 0 ? std::max(1.0, (r.h2d + r.d2h) / r.both_ways) : 1.0;
+  const double shared = back * (1 + std::clamp(load_share, 0.0, 1.0) * (cap - 1));
+  const std::size_t mi = std::min(t.mt, p.m), nj = std::min(t.nt, p.n), kf = std::min(t.kt, p.k);
+  const double first = predicted_step_seconds(r, p.elem_bytes, mi, nj, kf, p.reads_c);
+  const double last = predicted_step_seconds(r, p.elem_bytes, mi, nj, p.k - (t.steps_k() - 1) * t.kt, true);
+  return std::max((in + shared) / nb, in + shared - (nb - 1) / nb * (first + last));
+}
+
 }  // namespace
 
 tile_prediction predict_tile_plan(const tiling_problem& p, const tile_plan& t) {
@@ -227,7 +263,7 @@ tile_prediction predict_tile_plan(const tiling_problem& p, const tile_plan& t) {
   const double ct = out.compute / tiles;
   const bool c_serial = t.c_buffers == 1;
   const double lt = link_seconds(p, (b.pieces + (c_serial ? 0 : b.c_in)) / tiles, c_serial ? 0 : b.c_out / tiles);
-  const double serial = c_serial ? link_seconds(p, b.c_in / tiles, 0) + link_seconds(p, 0, b.c_out / tiles) : 0;
+  const double serial = c_serial ? serial_c_seconds(p, t, b, tiles, lt / ct) : 0;
   const double regular = std::max(ct, lt) + serial;
   // Held panels: the first line's loads along its first tile's steps; each
   // later one is prefetched while the previous line's last tile runs, so a
@@ -318,7 +354,9 @@ constexpr int lookaheads[] = {2, 3, 4, 6, 8};
 std::vector<tile_plan> timed_candidates(const tiling_problem& p, std::size_t align) {
   std::vector<tile_plan> out;
   const std::vector<std::size_t> ms = aligned_extents(p.m, align), ns = aligned_extents(p.n, align);
-  const std::vector<int> cbs = p.c_resident ? std::vector<int>{0} : std::vector<int>{1, 2};
+  const std::vector<int> cbs = p.c_resident  ? std::vector<int>{0}
+                               : p.c_buffers ? std::vector<int>{p.c_buffers}
+                                             : std::vector<int>{1, 2};
   const std::vector<int> las = p.lookahead ? std::vector<int>{std::max(p.lookahead, 2)}
                                            : std::vector<int>(std::begin(lookaheads), std::end(lookaheads));
   for (std::size_t mt : ms)
@@ -328,6 +366,7 @@ std::vector<tile_plan> timed_candidates(const tiling_problem& p, std::size_t ali
           for (int la : las) {
             tile_plan t;
             t.m = p.m, t.n = p.n, t.k = p.k, t.mt = mt, t.nt = nt, t.hold = h, t.c_buffers = cb, t.lookahead = la;
+            t.c_blocks = blocks_for(p, cb);
             t.kt = thickest_step(p, t, align);
             if (t.kt == 0) continue;
             t.device_bytes = tile_plan_bytes(p, mt, nt, t.kt, h, cb, la);
@@ -397,12 +436,33 @@ std::optional<tiling_override> override_now;
 void set_tiling_device(tiling_problem& p, const device& d) {
   std::lock_guard lock(override_mutex);
   p.rates = override_now && override_now->rates ? *override_now->rates : d.rates();
-  if (override_now) p.lookahead = override_now->lookahead;
+  if (!override_now) return;
+  p.lookahead = override_now->lookahead;
+  p.c_blocks = override_now->c_blocks;
+  p.c_buffers = override_now->c_buffers;
 }
 
 void override_tiling(std::optional<tiling_override> o) {
   std::lock_guard lock(override_mutex);
   override_now = std::move(o);
+}
+
+std::vector<c_block> c_write_blocks(std::size_t outer, std::size_t inner, int blocks) {
+  // Eigen's kernel sums each element over k in the same order for any column
+  // count when blocks start at multiples of its register blocking (at most
+  // 8 columns); products under 20 rows + columns + depth, or of one column,
+  // take other paths: a tile with fewer than 20 rows is not cut.
+  constexpr std::size_t min_inner = 20, small = 8, large = 64;
+  if (blocks <= 1 || inner < min_inner || outer < 2 * small) return {{0, outer}};
+  std::size_t w = ceil_div(outer, static_cast<std::size_t>(blocks));
+  w = round_up(w, w >= large ? large : small);
+  std::vector<c_block> out;
+  for (std::size_t b = 0; b < outer; b += w) out.push_back({b, std::min(outer, b + w)});
+  if (out.size() > 1 && out.back().end - out.back().begin < small) {
+    out[out.size() - 2].end = outer;
+    out.pop_back();
+  }
+  return out;
 }
 
 double io_lower_bound_bytes(std::size_t n, std::size_t elem_bytes, std::size_t budget) {

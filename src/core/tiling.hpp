@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "oa/core/device.hpp"
 
@@ -23,6 +24,8 @@ struct tiling_problem {
   device_rates rates{};             // the device's costs; no product or link rate: plan for fewest bytes
   bool staged = false;              // host memory is pageable: copies run at rates.staging
   int lookahead = 0;                // piece buffers per streamed operand, at least 2; 0: the planner's choice
+  int c_blocks = 0;                 // with one C buffer, most write-back blocks per tile; 0: default_c_blocks
+  int c_buffers = 0;                // C tile buffers, 1 or 2 (not resident); 0: the planner's choice
   /// Whether plans can be chosen by predicted time.
   bool timed() const noexcept { return rates.flops(elem_bytes) > 0 && rates.h2d > 0 && rates.d2h > 0; }
 };
@@ -36,6 +39,8 @@ struct tile_plan {
   int lookahead = 2;                   // piece buffers per streamed operand: loads run this many steps ahead
   int c_buffers = 1;                   // C tiles in flight: 2 lets a tile's copies overlap the next one's steps;
                                        // 0: C is resident, tiles are computed in place
+  int c_blocks = 1;                    // with one C buffer: a tile's last step and the next tile's first run in
+                                       // up to this many blocks of C's columns, so the write-back overlaps them
   std::size_t device_bytes = 0;        // memory the plan allocates
   std::size_t bytes_moved = 0;         // host <-> device, whole contraction
   double predicted_seconds = 0;        // the time model's wall time; 0: planned without rates
@@ -48,6 +53,20 @@ struct tile_plan {
   /// plan adds its lookahead and predicted copy/compute ratio.
   std::string describe() const;
 };
+
+/// Write-back blocks per tile with one C buffer, unless overridden.
+constexpr int default_c_blocks = 8;
+
+/// One block of a C tile: outer vectors [begin, end) of its storage (columns
+/// of a column-major tile), contiguous in a packed tile buffer.
+struct c_block {
+  std::size_t begin, end;
+};
+/// A packed C tile of `outer` vectors of `inner` elements cut into at most
+/// `blocks` blocks: offsets and widths in multiples of 64 (else 8), a short
+/// tail joined to the block before, so that every element keeps the host
+/// kernel's summation order; one block when the tile is too small for that.
+std::vector<c_block> c_write_blocks(std::size_t outer, std::size_t inner, int blocks);
 
 /// Device bytes of a plan's buffers (each rounded up to the granularity).
 std::size_t tile_plan_bytes(const tiling_problem& p, std::size_t mt, std::size_t nt, std::size_t kt, held_panel h,
@@ -86,6 +105,8 @@ tile_plan plan_tiles(const tiling_problem& p);
 struct tiling_override {
   std::optional<device_rates> rates;  // nullopt: the device's
   int lookahead = 0;                  // forced piece buffers per streamed operand; 0: the planner's choice
+  int c_blocks = 0;                   // forced write-back blocks with one C buffer (1: none); 0: the planner's
+  int c_buffers = 0;                  // forced C tile buffers (1 or 2); 0: the planner's choice
 };
 /// Applies to every contraction planned until called with nullopt.
 void override_tiling(std::optional<tiling_override> o);
