@@ -223,6 +223,60 @@ TEST_CASE("sim: the new design's GEMM loads run the plan's lookahead steps ahead
   }
 }
 
+TEST_CASE("sim: with one C buffer the new design's GEMM writes C back in blocks, as run_tiled does") {
+  oa_sim::profile p = unlimited_host();
+  p.set("cublas_double_tflops", 2, "assumed", "test");  // compute-bound: the write-back idles the GPU
+  p.set("device_memory_gbps", 3000, "assumed", "test");
+  const oa::device_rates rates = oa_sim::profile_rates(p);
+  oa_sim::gemm_case c = oa_sim::plan_gemm(2000, 8, std::size_t{24} << 20, false, 0, rates);
+  c.plan.c_buffers = 1;
+  c.plan.hold = oa::detail::held_panel::none;
+  const std::size_t KS = c.plan.steps_k(), tiles = c.plan.tiles_m() * c.plan.tiles_n();
+  REQUIRE(KS >= 2);
+  REQUIRE(tiles >= 3);
+  const auto bl = oa::detail::c_write_blocks(c.plan.nt, c.plan.mt, 8);
+  REQUIRE(bl.size() > 2);
+  CAPTURE(c.plan.describe());
+  const auto makespan = [&](int blocks) {
+    c.plan.c_blocks = blocks;
+    oa_sim::graph g = oa_sim::new_gemm(p, c, oa_sim::staging::pinned_host);
+    return oa_sim::simulate(g).makespan;
+  };
+  const double whole = makespan(1), blocked = makespan(8);
+  CHECK(blocked < whole);
+  const oa_sim::graph g = oa_sim::new_gemm(p, c, oa_sim::staging::pinned_host);
+  const auto id = [&](const std::string& label) {  // the latest op so labelled
+    for (int i = static_cast<int>(g.size()) - 1; i >= 0; --i)
+      if (g.at(i).label == label) return i;
+    return -1;
+  };
+  const auto count = [&](const std::string& prefix) {
+    int n = 0;
+    for (int i = 0; i < static_cast<int>(g.size()); ++i) n += g.at(i).label.rfind(prefix, 0) == 0;
+    return n;
+  };
+  const auto has = [](const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  const auto name = [](std::size_t j, std::size_t t) { return "block " + std::to_string(j) + " of tile " + std::to_string(t); };
+  // Tile 0: its first and last steps per block, the steps between whole.
+  CHECK(count("gemm tile 0") == static_cast<int>(KS - 2));
+  CHECK(count("gemm " + name(0, 0)) == 2);
+  for (std::size_t j = 0; j < bl.size(); ++j) {
+    CAPTURE(j);
+    const int back = id("d2h C " + name(j, 0));
+    REQUIRE(back >= 0);
+    // The block goes back once its product is done, not the whole tile's.
+    const auto& w = g.at(back - 1);
+    CHECK(w.label == "wait " + name(j, 0));
+    CHECK(has(w.deps, id("gemm " + name(j, 0))));
+    if (j + 1 < bl.size()) CHECK_FALSE(has(w.deps, id("gemm " + name(j + 1, 0))));
+    // Tile 1's block waits for tile 0's block j only (same shape: the same bytes).
+    const int wait = id("wait C " + name(j, 1));
+    REQUIRE(wait >= 0);
+    CHECK(has(g.at(wait).deps, back));
+    if (j + 1 < bl.size()) CHECK_FALSE(has(g.at(wait).deps, id("d2h C " + name(j + 1, 0))));
+  }
+}
+
 #include <filesystem>
 #include <fstream>
 

@@ -131,8 +131,46 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
     std::size_t after, before, bytes;
   };
   std::deque<panel_piece> prefetch;
-  std::vector<int> done, c_free;
+  std::vector<int> done;
   const std::size_t cb = static_cast<std::size_t>(std::max(pl.c_buffers, 0));
+  // As run_tiled: with one C buffer a tile's first and last steps run per
+  // block of C's columns; a first step's block waits only for the copies
+  // back of the earlier tile's blocks sharing its bytes, and a last step's
+  // block is copied back as soon as it is computed.
+  std::vector<std::vector<oa::detail::c_block>> blocks;
+  std::vector<std::size_t> rows;  // per tile: its C buffer's column length
+  std::vector<std::vector<int>> c_free, computed;  // per tile: each block's copy back, its last product
+  const auto tile_blocks = [&](const gemm_step& st) {
+    if (blocks.size() <= st.t) {
+      rows.push_back(st.mi);
+      blocks.push_back(cb == 1 ? oa::detail::c_write_blocks(st.nj, st.mi, pl.c_blocks)
+                               : std::vector<oa::detail::c_block>{{0, st.nj}});
+    }
+    return blocks[st.t];
+  };
+  const auto queue_products = [&](const gemm_step& st) {
+    const bool first = st.kk == 0, last = st.kk + 1 == KS;
+    const std::vector<oa::detail::c_block> bls =
+        first || last ? tile_blocks(st) : std::vector<oa::detail::c_block>{{0, st.nj}};
+    computed.resize(st.t + 1);
+    for (std::size_t j = 0; j < bls.size(); ++j) {
+      const oa::detail::c_block& bl = bls[j];
+      const std::string tag = bls.size() > 1 ? "block " + std::to_string(j) + " of " + st.tag : st.tag;
+      std::vector<int> rw;
+      if (first && cb > 0 && st.t >= cb) {
+        const auto& before = blocks[st.t - cb];
+        const std::size_t r = rows[st.t - cb];
+        for (std::size_t i = 0; i < before.size(); ++i)  // the bytes block j overwrites
+          if (before[i].begin * r < bl.end * st.mi && bl.begin * st.mi < before[i].end * r)
+            rw.push_back(c_free[st.t - cb][i]);
+      }
+      if (!rw.empty()) run.add({"wait C " + tag, -1, 0, 0, 0, rw});
+      const double step = new_gemm_step_seconds(p, eb, st.mi, bl.end - bl.begin, st.kl, st.kk > 0);
+      const int g = run.add({"gemm " + tag, m.gpu, step, 1.0, lat, {}});
+      if (last) computed[st.t].push_back(g);
+    }
+    done.push_back(run.last());
+  };
   const auto submit = [&](std::vector<int> waits, const std::string& tag) {
     waits.push_back(ring.start);
     const int submitted = m.g.add({"submit " + tag, -1, 0, 0, 0, std::move(waits)});
@@ -152,17 +190,21 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
           ring.in(in, st.mi * eb * st.kl, submitted, "A " + st.tag);
         if (st.load_b && !(st.panel_prefetched && pl.hold == oa::detail::held_panel::b_cols))
           ring.in(in, st.kl * eb * st.nj, submitted, "B " + st.tag);
-        std::vector<int> rw{in.last()};
-        if (st.kk == 0 && cb > 0 && st.t >= cb) rw.push_back(c_free[st.t - cb]);
-        run.add({"wait " + st.tag, -1, 0, 0, 0, rw});
-        const double step = new_gemm_step_seconds(p, eb, st.mi, st.nj, st.kl, st.kk > 0);
-        done.push_back(run.add({"gemm " + st.tag, m.gpu, step, 1.0, lat, {}}));
+        run.add({"wait " + st.tag, -1, 0, 0, 0, {in.last()}});
+        queue_products(st);
         if (st.next_panel_elems) prefetch.push_back({st.s, st.s + std::min(lag + st.kk, KS), st.next_panel_elems * eb});
       },
       [&](const gemm_step& st) {
-        out.add({"wait " + st.tag, -1, 0, 0, 0, {done.back()}});
-        std::vector<int> drains = ring.out(out, st.mi * eb * st.nj, faulted[st.t], "C " + st.tag);
-        c_free.push_back(out.last());  // the tile's C buffer is free once copied out
+        const std::vector<oa::detail::c_block> bls = tile_blocks(st);
+        std::vector<int> drains;
+        c_free.emplace_back();
+        for (std::size_t j = 0; j < bls.size(); ++j) {
+          const std::string tag = bls.size() > 1 ? "block " + std::to_string(j) + " of " + st.tag : st.tag;
+          out.add({"wait " + tag, -1, 0, 0, 0, {computed[st.t][j]}});
+          for (int d : ring.out(out, st.mi * eb * (bls[j].end - bls[j].begin), faulted[st.t], "C " + tag))
+            drains.push_back(d);
+          c_free.back().push_back(out.last());  // the block's bytes of the C buffer are free once copied out
+        }
         ring.wait_for(out, std::move(drains), "C " + st.tag);
       });
   return std::move(m.g);
