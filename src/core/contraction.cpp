@@ -359,61 +359,129 @@ void copy_back_finished(device& dev, tiled_outcome& res, const operands& o, cons
   }
 }
 
-/// The tiled pipeline on a device with its own memory; on return the device
-/// has finished everything it was given.
-tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, const run_options& opt,
-                        stage_report& rep, const std::string& what, device_buffer& kept, const matrix_block& c_kept,
-                        const host_rerun_fn& host_rerun) {
+/// How a tiled contraction is cut: the plan, and whether it computes C in
+/// place in a copy of C (`c_bytes` of it) that stays on the device.
+struct tiled_choice {
+  tile_plan plan;
+  bool resident = false;
+  std::size_t c_bytes = 0;
+};
+
+/// The tiling of a contraction on a device with its own memory.
+tiled_choice choose_tiling(const call_node& n, const operands& o, device& dev, const run_options& opt) {
   const contraction_desc& d = *n.contraction;
-  const std::size_t eb = d.elem_bytes;
   const std::size_t reserved = opt.resident ? opt.resident->pinned_bytes() : 0;
-  tiling_problem prob{d.m, d.n, d.k, eb, d.reads_c, dev.memory_budget() - std::min(reserved, dev.memory_budget()),
-                      dev.allocation_granularity()};
+  tiling_problem prob{d.m, d.n, d.k, d.elem_bytes, d.reads_c,
+                      dev.memory_budget() - std::min(reserved, dev.memory_budget()), dev.allocation_granularity()};
   if (opt.chunk_bytes) prob.budget = std::min(prob.budget, opt.chunk_bytes);
   set_tiling_device(prob, dev);
   // Pageable operands go through the staging engine: the time model counts its rate.
   prob.staged = !is_pinned(o.a.data, span_bytes(o.a)) || !is_pinned(o.b.data, span_bytes(o.b));
   // A result a later stage reads here is computed in place in a copy of C
   // that stays on the device, when C and the tiles fit.
-  std::optional<tile_plan> resident_plan;
-  const std::size_t c_bytes = residency::span(o.c_out.as_region());
-  if (opt.keep_result && opt.resident && n.args.back().role == arg_role::out && c_bytes < prob.budget) {
+  tiled_choice ch;
+  ch.c_bytes = residency::span(o.c_out.as_region());
+  if (opt.keep_result && opt.resident && n.args.back().role == arg_role::out && ch.c_bytes < prob.budget) {
     tiling_problem rp = prob;
-    rp.budget -= c_bytes + dev.allocation_granularity();
+    rp.budget -= ch.c_bytes + dev.allocation_granularity();
     rp.c_resident = true;
     rp.c_written = opt.result_on_host;
     try {
-      resident_plan = plan_tiles(rp);
+      ch.plan = plan_tiles(rp);
+      ch.resident = true;
     } catch (const plan_error&) {
     }
   }
-  const bool resident = resident_plan.has_value();
-  const tile_plan plan = resident ? *resident_plan : plan_tiles(prob);
-  rep.tiling = plan.describe();
-  const bool on_gpu = dev.kind() == device_kind::cuda;
-  const contraction_desc::step_fn& step = on_gpu ? d.device : d.cpu;
-  if (!step)
-    throw invalid_argument(n.name, "device", "has no entry for " + dev.name() + " (the annotation gives none)");
+  if (!ch.resident) ch.plan = plan_tiles(prob);
+  return ch;
+}
 
-  tiled_outcome res;
-  res.plan = plan;
-  res.tiles = tile_order(plan, d);
-  const std::vector<tile>& tiles = res.tiles;
-  const std::size_t KS = plan.steps_k();
+/// One slot of the next line's held panel, copied in on `in` after step
+/// `after` has read the slot and before the loads of step `before`.
+struct panel_piece {
+  std::size_t after, before;
+  matrix_block dev, host;
+};
 
-  // Everything queued work touches outlives the streams (destroyed first,
-  // after their work): pinned host memory, buffers, events.
-  pinned_blocks pins{dev, {}};
+/// The tiled pipeline's state: the plan, the streams, and what queued work
+/// touches. Everything queued work touches outlives the streams (declared
+/// after it, so destroyed first, after their work): pinned host memory,
+/// buffers, events.
+struct tiled_pipeline {
+  tiled_pipeline(const call_node& node, const operands& ops, device& target, const run_options& opt,
+                 const contraction_desc::step_fn& fn, const tiled_choice& ch, const matrix_block& old_c,
+                 tiled_outcome& outcome, stage_report& rep);
+  std::size_t queue_tiles(std::size_t begin, progress_line& progress, std::exception_ptr& first);
+  std::size_t first_failed(std::size_t begin, std::size_t queued);
+
+  const call_node& n;
+  const operands& o;
+  device& dev;
+  const contraction_desc& d;
+  const contraction_desc::step_fn& step;
+  tiled_outcome& res;
+  const tile_plan& plan;
+  const std::vector<tile>& tiles;
+  const matrix_block& c_kept;  // C's old values for the rounds after the first
+  const bool resident, write_back;
+  const std::size_t eb, KS;
+  // A streamed operand has one piece buffer per step of lookahead: step s
+  // uses buffer s % lookahead, free once step s - lookahead has run.
+  const std::size_t ahead;
+  const std::size_t lag;  // a slot read by step s is needed by step s + KS
+
+  pinned_blocks pins;
+  device_buffer whole_c;
+  std::vector<device_buffer> cbuf, abuf, bbuf;
+  std::vector<event> done;    // step s finished
+  std::vector<event> loaded;  // step s's pieces copied in
+  c_tile_blocks cblocks;
+  std::vector<event> a_last, b_last;  // held panels: the latest step reading piece kk
+  stream_set ss;
+  stream_id in = 0, run = 0, out = 0;
+  std::deque<panel_piece> prefetch;
+
+ private:
+  void allocate_buffers(std::size_t c_bytes);
+  matrix_block c_tile_on_device(std::size_t t, const matrix_block& c_host) const;
+  step_operands load_step(std::size_t begin, std::size_t t, std::size_t kk, std::size_t s);
+  bool place_piece(bool held, const std::vector<device_buffer>& bufs, std::size_t slot_bytes, const event& last,
+                   bool first_tile, std::size_t kk, std::size_t s, const matrix_block& host, matrix_block& on_device);
+  void flush_prefetch(std::size_t s);
+  void prefetch_next_panel(std::size_t t, std::size_t kk, std::size_t s, const step_operands& op);
+  void run_step(std::size_t begin, std::size_t t, std::size_t kk, std::size_t s, const step_operands& op,
+                const matrix_block& c_host);
+  void ready_c_block(std::size_t begin, std::size_t t, const step_operands& part, const c_block& bl);
+  void write_back_block(std::size_t t, const step_operands& part, const matrix_block& c_host_part);
+};
+
+tiled_pipeline::tiled_pipeline(const call_node& node, const operands& ops, device& target, const run_options& opt,
+                               const contraction_desc::step_fn& fn, const tiled_choice& ch,
+                               const matrix_block& old_c, tiled_outcome& outcome, stage_report& rep)
+    : n(node), o(ops), dev(target), d(*node.contraction), step(fn), res(outcome), plan(outcome.plan),
+      tiles(outcome.tiles), c_kept(old_c), resident(ch.resident), write_back(!ch.resident || opt.result_on_host),
+      eb(d.elem_bytes), KS(plan.steps_k()), ahead(static_cast<std::size_t>(std::max(plan.lookahead, 2))),
+      lag(std::min(ahead, KS)),
+      pins{dev, {}}, done(tiles.size() * KS), loaded(tiles.size() * KS),
+      cblocks(tiles, o.c_out, !resident && plan.c_buffers == 1, plan.c_blocks), a_last(KS), b_last(KS), ss(dev) {
   pins.add(o.a);
   pins.add(o.b);
   if (d.reads_c) pins.add(o.c_in);
   pins.add(o.c_out);
+  allocate_buffers(ch.c_bytes);
+  if (cblocks.blocks[0].size() > 1)
+    rep.tiling += ", C written back in " + std::to_string(cblocks.blocks[0].size()) + " blocks";
+  // Sequential: one stream, so nothing overlaps (the baseline of the pipeline).
+  in = ss.add();
+  run = opt.sequential ? in : ss.add();
+  out = opt.sequential ? in : ss.add();
+}
+
+/// C's resident copy, its tile buffers, and A's and B's: a held panel, or a
+/// piece buffer per step of lookahead.
+void tiled_pipeline::allocate_buffers(std::size_t c_bytes) {
   const auto alloc = [&](std::size_t bytes) { return device_buffer(dev, std::max<std::size_t>(bytes, 1)); };
-  device_buffer whole_c = resident ? alloc(c_bytes) : device_buffer();
-  // A streamed operand has one piece buffer per step of lookahead: step s
-  // uses buffer s % lookahead, free once step s - lookahead has run.
-  const std::size_t ahead = static_cast<std::size_t>(std::max(plan.lookahead, 2));
-  std::vector<device_buffer> cbuf, abuf, bbuf;
+  if (resident) whole_c = alloc(c_bytes);
   for (int i = 0; i < plan.c_buffers; ++i) cbuf.push_back(alloc(plan.mt * plan.nt * eb));
   if (plan.hold == held_panel::a_rows)
     abuf.push_back(alloc(plan.mt * d.k * eb));
@@ -423,170 +491,204 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
     bbuf.push_back(alloc(d.k * plan.nt * eb));
   else
     for (std::size_t i = 0; i < ahead; ++i) bbuf.push_back(alloc(plan.kt * plan.nt * eb));
-  std::vector<event> done(tiles.size() * KS);         // step s finished
-  std::vector<event> loaded(tiles.size() * KS);       // step s's pieces copied in
-  c_tile_blocks cblocks(tiles, o.c_out, !resident && cbuf.size() == 1, plan.c_blocks);
-  if (cblocks.blocks[0].size() > 1) rep.tiling += ", C written back in " + std::to_string(cblocks.blocks[0].size()) + " blocks";
-  std::vector<event> a_last(KS), b_last(KS);          // held panels: the latest step reading piece kk
-  stream_set ss(dev);
-  // Sequential: one stream, so nothing overlaps (the baseline of the pipeline).
-  const stream_id in = ss.add();
-  const stream_id run = opt.sequential ? in : ss.add();
-  const stream_id out = opt.sequential ? in : ss.add();
+}
 
-  progress_line progress(opt.progress, "oa: " + what, done.size(), "tile step");
-  // The next line's held panel is prefetched slot by slot: slot kk, read
-  // last by this line's last tile at step `after`, is copied in on `in`
-  // before the loads of step after + min(lag + kk, KS): never waiting longer
-  // than those loads do, and spread over two tiles' steps so that the
-  // panel does not crowd the pieces of the steps in between off the link.
-  struct panel_piece {
-    std::size_t after, before;
-    matrix_block dev, host;
-  };
-  std::deque<panel_piece> prefetch;
-  const std::size_t lag = std::min(ahead, KS);  // a slot read by step s is needed by step s + KS
-  const auto flush_prefetch = [&](std::size_t s) {
-    for (; !prefetch.empty() && prefetch.front().before <= s; prefetch.pop_front()) {
-      dev.wait_event(in, done[prefetch.front().after]);
-      dev.copy_to_device_async(prefetch.front().dev.as_region(), prefetch.front().host.as_region(), in);
+/// C's tile: in place in the resident copy (host layout), or packed in a tile buffer.
+matrix_block tiled_pipeline::c_tile_on_device(std::size_t t, const matrix_block& c_host) const {
+  matrix_block c_dev = c_host;
+  if (resident)
+    c_dev.data = whole_c.data() + (c_host.data - o.c_out.data);
+  else
+    c_dev = c_host.packed_at(cbuf[t % cbuf.size()].data());
+  return c_dev;
+}
+
+/// Queues tiles [begin, end); returns how many were queued whole, and the
+/// error that stopped the queueing.
+std::size_t tiled_pipeline::queue_tiles(std::size_t begin, progress_line& progress, std::exception_ptr& first) {
+  std::size_t queued = begin;
+  prefetch.clear();
+  try {
+    std::size_t s = begin * KS;
+    for (std::size_t t = begin; t < tiles.size(); ++t) {
+      const tile& tl = tiles[t];
+      const matrix_block c_host = o.c_out.sub(tl.i0, tl.j0, tl.mi, tl.nj);
+      const matrix_block c_dev = c_tile_on_device(t, c_host);
+      cblocks.reset(t);
+      for (std::size_t kk = 0; kk < KS; ++kk, ++s) {
+        step_operands op = load_step(begin, t, kk, s);
+        op.c = c_dev;
+        run_step(begin, t, kk, s, op, c_host);
+        if (plan.hold == held_panel::a_rows) a_last[kk] = done[s];
+        if (plan.hold == held_panel::b_cols) b_last[kk] = done[s];
+        prefetch_next_panel(t, kk, s, op);
+        progress.update(s + 1);
+      }
+      queued = t + 1;
     }
-  };
-  const bool write_back = !resident || opt.result_on_host;
-  // Queues tile t's step kk (global s) on `run` once its pieces are in, per
-  // block on a tile's first and last steps: the first's blocks wait for the
-  // C buffer's bytes (and load C's old values, when read), the last's go
-  // back to the host one by one.
-  const auto queue_step = [&](std::size_t begin, std::size_t t, std::size_t kk, std::size_t s,
+  } catch (...) {
+    first = std::current_exception();
+  }
+  return queued;
+}
+
+/// Queues the loads of tile t's step kk (global s) on `in`, after the panel
+/// prefetches due by then; returns A's and B's pieces on the device.
+step_operands tiled_pipeline::load_step(std::size_t begin, std::size_t t, std::size_t kk, std::size_t s) {
+  const tile& tl = tiles[t];
+  const std::size_t k0 = kk * plan.kt, kl = std::min(plan.kt, d.k - k0);
+  const matrix_block a_host = d.a_tile(o.a, tl.i0, tl.mi, k0, kl);
+  const matrix_block b_host = d.b_tile(o.b, k0, kl, tl.j0, tl.nj);
+  matrix_block a_dev, b_dev;
+  const bool load_a = place_piece(plan.hold == held_panel::a_rows, abuf, plan.mt * plan.kt * eb, a_last[kk],
+                                  t == begin, kk, s, a_host, a_dev);
+  const bool load_b = place_piece(plan.hold == held_panel::b_cols, bbuf, plan.kt * plan.nt * eb, b_last[kk],
+                                  t == begin, kk, s, b_host, b_dev);
+  flush_prefetch(s);
+  if (s >= begin * KS + ahead) dev.wait_event(in, done[s - ahead]);  // the piece buffers of step s - ahead
+  if (load_a) dev.copy_to_device_async(a_dev.as_region(), a_host.as_region(), in);
+  if (load_b) dev.copy_to_device_async(b_dev.as_region(), b_host.as_region(), in);
+  loaded[s] = dev.record_event(in);
+  return {a_dev, b_dev, {}};
+}
+
+/// Where step s's piece of an operand goes: its slot kk in the held panel,
+/// prefetched by the previous line's last tile (loaded here by the first
+/// tile queued, once the step that last read the slot has run); or a piece
+/// buffer, free once step s - ahead has run. Returns whether to copy it in.
+bool tiled_pipeline::place_piece(bool held, const std::vector<device_buffer>& bufs, std::size_t slot_bytes,
+                                 const event& last, bool first_tile, std::size_t kk, std::size_t s,
+                                 const matrix_block& host, matrix_block& on_device) {
+  if (!held) {
+    on_device = host.packed_at(bufs[s % ahead].data());
+    return true;
+  }
+  on_device = host.packed_at(bufs[0].data() + kk * slot_bytes);
+  if (first_tile && last) dev.wait_event(in, last);
+  return first_tile;
+}
+
+/// Copies in the panel slots due before the loads of step s.
+void tiled_pipeline::flush_prefetch(std::size_t s) {
+  for (; !prefetch.empty() && prefetch.front().before <= s; prefetch.pop_front()) {
+    dev.wait_event(in, done[prefetch.front().after]);
+    dev.copy_to_device_async(prefetch.front().dev.as_region(), prefetch.front().host.as_region(), in);
+  }
+}
+
+/// The next line's held panel is prefetched slot by slot: slot kk, read
+/// last by this line's last tile at step `after`, is copied in on `in`
+/// before the loads of step after + min(lag + kk, KS): never waiting longer
+/// than those loads do, and spread over two tiles' steps so that the
+/// panel does not crowd the pieces of the steps in between off the link.
+void tiled_pipeline::prefetch_next_panel(std::size_t t, std::size_t kk, std::size_t s, const step_operands& op) {
+  if (plan.hold == held_panel::none || t + 1 >= tiles.size() || !tiles[t + 1].first_in_line) return;
+  const tile& nx = tiles[t + 1];
+  const std::size_t k0 = kk * plan.kt, kl = std::min(plan.kt, d.k - k0);
+  const std::size_t before = s + std::min(lag + kk, KS);
+  prefetch.push_back(plan.hold == held_panel::a_rows
+                         ? panel_piece{s, before, op.a, d.a_tile(o.a, nx.i0, nx.mi, k0, kl)}
+                         : panel_piece{s, before, op.b, d.b_tile(o.b, k0, kl, nx.j0, nx.nj)});
+  prefetch.back().dev = prefetch.back().host.packed_at(prefetch.back().dev.data);
+}
+
+/// Queues tile t's step kk (global s) on `run` once its pieces are in, per
+/// block on a tile's first and last steps: the first's blocks wait for the
+/// C buffer's bytes (and load C's old values, when read), the last's go
+/// back to the host one by one.
+void tiled_pipeline::run_step(std::size_t begin, std::size_t t, std::size_t kk, std::size_t s,
                               const step_operands& op, const matrix_block& c_host) {
-    const bool first_step = kk == 0, last_step = kk + 1 == KS;
-    const std::vector<c_block> whole{{0, op.c.outer()}};
-    const std::vector<c_block>& bls = first_step || last_step ? cblocks.blocks[t] : whole;
-    const bool reuse = !resident && t >= begin + cbuf.size();
-    dev.wait_event(run, loaded[s]);
-    for (const c_block& bl : bls) {
-      const step_operands part = block_of(d, op, bl);
-      if (first_step) {
-        if (reuse) cblocks.wait_written(dev, d.reads_c ? in : run, t - cbuf.size(), t, bl);
-        if (d.reads_c) {
-          // After a fault, C in place may hold tiles the device wrote before
-          // its stream failed: later rounds read the old values kept aside.
-          const tile& tl = tiles[t];
-          const matrix_block c_old = (begin == 0 ? o.c_in : c_kept).sub(tl.i0, tl.j0, tl.mi, tl.nj);
-          dev.copy_to_device_async(part.c.as_region(), outer_part(c_old, bl).as_region(), in);
-          cblocks.loaded[t].push_back(dev.record_event(in));
-          dev.wait_event(run, cblocks.loaded[t].back());
+  const bool first_step = kk == 0, last_step = kk + 1 == KS;
+  const std::vector<c_block> whole{{0, op.c.outer()}};
+  const std::vector<c_block>& bls = first_step || last_step ? cblocks.blocks[t] : whole;
+  dev.wait_event(run, loaded[s]);
+  for (const c_block& bl : bls) {
+    const step_operands part = block_of(d, op, bl);
+    if (first_step) ready_c_block(begin, t, part, bl);
+    dev.launch_async({launch_name(n),
+                      [&fn = step, part, first_step](const stream_view& v) { fn(part.a, part.b, part.c, first_step, v); },
+                      {}},
+                     run);
+    if (last_step && write_back) write_back_block(t, part, outer_part(c_host, bl));
+  }
+  done[s] = dev.record_event(run);
+}
+
+/// Before block `bl` of tile t's first step: a reused C buffer's bytes wait
+/// for the copies back of the tile that used them, and C's old values, when
+/// read, come in.
+void tiled_pipeline::ready_c_block(std::size_t begin, std::size_t t, const step_operands& part, const c_block& bl) {
+  const bool reuse = !resident && t >= begin + cbuf.size();
+  if (reuse) cblocks.wait_written(dev, d.reads_c ? in : run, t - cbuf.size(), t, bl);
+  if (!d.reads_c) return;
+  // After a fault, C in place may hold tiles the device wrote before
+  // its stream failed: later rounds read the old values kept aside.
+  const tile& tl = tiles[t];
+  const matrix_block c_old = (begin == 0 ? o.c_in : c_kept).sub(tl.i0, tl.j0, tl.mi, tl.nj);
+  dev.copy_to_device_async(part.c.as_region(), outer_part(c_old, bl).as_region(), in);
+  cblocks.loaded[t].push_back(dev.record_event(in));
+  dev.wait_event(run, cblocks.loaded[t].back());
+}
+
+/// A block of tile t's product goes back to the host on `out` once computed.
+void tiled_pipeline::write_back_block(std::size_t t, const step_operands& part, const matrix_block& c_host_part) {
+  cblocks.computed[t].push_back(dev.record_event(run));
+  dev.wait_event(out, cblocks.computed[t].back());
+  dev.copy_to_host_async(c_host_part.as_region(), part.c.as_region(), out);
+  cblocks.written[t].push_back(dev.record_event(out));
+}
+
+/// The first tile of [begin, queued) whose events carry an error (a stream
+/// that failed skipped its later work: that tile and those after it did not
+/// finish), or `queued`.
+std::size_t tiled_pipeline::first_failed(std::size_t begin, std::size_t queued) {
+  for (std::size_t t = begin; t < queued; ++t) {
+    std::vector<const event*> evs;
+    for (std::size_t st = t * KS; st < (t + 1) * KS; ++st) evs.insert(evs.end(), {&loaded[st], &done[st]});
+    cblocks.add_events(t, evs);
+    bool failed = false;
+    for (const event* e : evs)
+      if (*e)
+        if (std::exception_ptr err = dev.synchronize_event(*e)) {
+          classify(res, err);
+          failed = true;
         }
-      }
-      dev.launch_async({launch_name(n),
-                        [&step, part, first_step](const stream_view& v) { step(part.a, part.b, part.c, first_step, v); },
-                        {}},
-                       run);
-      if (last_step && write_back) {
-        cblocks.computed[t].push_back(dev.record_event(run));
-        dev.wait_event(out, cblocks.computed[t].back());
-        dev.copy_to_host_async(outer_part(c_host, bl).as_region(), part.c.as_region(), out);
-        cblocks.written[t].push_back(dev.record_event(out));
-      }
-    }
-    done[s] = dev.record_event(run);
-  };
-  // Queues tiles [begin, end); returns how many were queued whole, and the
-  // error that stopped the queueing.
-  const auto queue_tiles = [&](std::size_t begin, std::exception_ptr& first) {
-    std::size_t queued = begin;
-    prefetch.clear();
-    try {
-      std::size_t s = begin * KS;
-      for (std::size_t t = begin; t < tiles.size(); ++t) {
-        const tile& tl = tiles[t];
-        const matrix_block c_host = o.c_out.sub(tl.i0, tl.j0, tl.mi, tl.nj);
-        // C's tile: in place in the resident copy (host layout), or packed in a tile buffer.
-        matrix_block c_dev = c_host;
-        if (resident)
-          c_dev.data = whole_c.data() + (c_host.data - o.c_out.data);
-        else
-          c_dev = c_host.packed_at(cbuf[t % cbuf.size()].data());
-        cblocks.reset(t);
-        for (std::size_t kk = 0; kk < KS; ++kk, ++s) {
-          const std::size_t k0 = kk * plan.kt, kl = std::min(plan.kt, d.k - k0);
-          // A's piece: its slot in the held row panel, prefetched by the
-          // previous line's last tile (loaded here by the first tile queued);
-          // or a piece buffer, free once step s - ahead has run.
-          const matrix_block a_host = d.a_tile(o.a, tl.i0, tl.mi, k0, kl);
-          const matrix_block b_host = d.b_tile(o.b, k0, kl, tl.j0, tl.nj);
-          matrix_block a_dev, b_dev;
-          bool load_a = true, load_b = true;
-          if (plan.hold == held_panel::a_rows) {
-            a_dev = a_host.packed_at(abuf[0].data() + kk * plan.mt * plan.kt * eb);
-            load_a = t == begin;
-            if (load_a && a_last[kk]) dev.wait_event(in, a_last[kk]);
-          } else {
-            a_dev = a_host.packed_at(abuf[s % ahead].data());
-          }
-          if (plan.hold == held_panel::b_cols) {
-            b_dev = b_host.packed_at(bbuf[0].data() + kk * plan.kt * plan.nt * eb);
-            load_b = t == begin;
-            if (load_b && b_last[kk]) dev.wait_event(in, b_last[kk]);
-          } else {
-            b_dev = b_host.packed_at(bbuf[s % ahead].data());
-          }
-          flush_prefetch(s);
-          if (s >= begin * KS + ahead) dev.wait_event(in, done[s - ahead]);  // the piece buffers of step s - ahead
-          if (load_a) dev.copy_to_device_async(a_dev.as_region(), a_host.as_region(), in);
-          if (load_b) dev.copy_to_device_async(b_dev.as_region(), b_host.as_region(), in);
-          loaded[s] = dev.record_event(in);
-          queue_step(begin, t, kk, s, {a_dev, b_dev, c_dev}, c_host);
-          if (plan.hold == held_panel::a_rows) a_last[kk] = done[s];
-          if (plan.hold == held_panel::b_cols) b_last[kk] = done[s];
-          if (plan.hold != held_panel::none && t + 1 < tiles.size() && tiles[t + 1].first_in_line) {
-            const tile& nx = tiles[t + 1];
-            const std::size_t before = s + std::min(lag + kk, KS);
-            prefetch.push_back(plan.hold == held_panel::a_rows
-                                   ? panel_piece{s, before, a_dev, d.a_tile(o.a, nx.i0, nx.mi, k0, kl)}
-                                   : panel_piece{s, before, b_dev, d.b_tile(o.b, k0, kl, nx.j0, nx.nj)});
-            prefetch.back().dev = prefetch.back().host.packed_at(prefetch.back().dev.data);
-          }
-          progress.update(s + 1);
-        }
-        queued = t + 1;
-      }
-    } catch (...) {
-      first = std::current_exception();
-    }
-    return queued;
-  };
-  // The first tile of [begin, queued) whose events carry an error (a stream
-  // that failed skipped its later work: that tile and those after it did not
-  // finish), or `queued`.
-  const auto first_failed = [&](std::size_t begin, std::size_t queued) {
-    for (std::size_t t = begin; t < queued; ++t) {
-      std::vector<const event*> evs;
-      for (std::size_t st = t * KS; st < (t + 1) * KS; ++st) evs.insert(evs.end(), {&loaded[st], &done[st]});
-      cblocks.add_events(t, evs);
-      bool failed = false;
-      for (const event* e : evs)
-        if (*e)
-          if (std::exception_ptr err = dev.synchronize_event(*e)) {
-            classify(res, err);
-            failed = true;
-          }
-      if (failed) return t;
-    }
-    return queued;
-  };
+    if (failed) return t;
+  }
+  return queued;
+}
+
+/// The tiled pipeline on a device with its own memory; on return the device
+/// has finished everything it was given.
+tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, const run_options& opt,
+                        stage_report& rep, const std::string& what, device_buffer& kept, const matrix_block& c_kept,
+                        const host_rerun_fn& host_rerun) {
+  const contraction_desc& d = *n.contraction;
+  const tiled_choice ch = choose_tiling(n, o, dev, opt);
+  rep.tiling = ch.plan.describe();
+  const bool on_gpu = dev.kind() == device_kind::cuda;
+  const contraction_desc::step_fn& step = on_gpu ? d.device : d.cpu;
+  if (!step)
+    throw invalid_argument(n.name, "device", "has no entry for " + dev.name() + " (the annotation gives none)");
+
+  tiled_outcome res;
+  res.plan = ch.plan;
+  res.tiles = tile_order(ch.plan, d);
+  const std::vector<tile>& tiles = res.tiles;
+  tiled_pipeline p(n, o, dev, opt, step, ch, c_kept, res, rep);
+  progress_line progress(opt.progress, "oa: " + what, p.done.size(), "tile step");
 
   // Rounds: after a transient fault the tile that failed runs on the host,
   // and the device goes on with the tiles after it.
   std::vector<char> on_host(tiles.size(), 0);
   for (std::size_t begin = 0; begin < tiles.size();) {
     std::exception_ptr first;
-    const std::size_t queued = queue_tiles(begin, first);
-    if (std::exception_ptr e = ss.drain(); e && !first) first = e;
+    const std::size_t queued = p.queue_tiles(begin, progress, first);
+    if (std::exception_ptr e = p.ss.drain(); e && !first) first = e;
     classify(res, first);
-    res.rerun_from = first_failed(begin, queued);
+    res.rerun_from = p.first_failed(begin, queued);
     if (res.error || res.lost || res.rerun_from == tiles.size()) break;
-    if (std::exception_ptr e = host_rerun(plan, tiles, res.rerun_from, res.rerun_from + 1)) {
+    if (std::exception_ptr e = host_rerun(res.plan, tiles, res.rerun_from, res.rerun_from + 1)) {
       res.error = e;
       break;
     }
@@ -595,11 +697,11 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
     begin = res.rerun_from + 1;
     res.rerun_from = tiles.size();
   }
-  if (!res.fault && !res.error && resident) {
-    kept = std::move(whole_c);
-    rep.resident_bytes = c_bytes;
-  } else if (resident && !opt.result_on_host && !res.error) {
-    copy_back_finished(dev, res, o, whole_c, on_host);
+  if (!res.fault && !res.error && ch.resident) {
+    kept = std::move(p.whole_c);
+    rep.resident_bytes = ch.c_bytes;
+  } else if (ch.resident && !opt.result_on_host && !res.error) {
+    copy_back_finished(dev, res, o, p.whole_c, on_host);
   }
   rep.chunks = tiles.size();
   rep.streams = opt.sequential ? 1 : 3;
