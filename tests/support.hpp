@@ -57,15 +57,26 @@ inline Eigen::ArrayXd random_array(std::size_t n, double lo, double hi, std::uin
   return a;
 }
 
-/// A rows x cols matrix of uniform values in [-1, 1), column by column.
-template <class M>
-M random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+/// A rows x cols matrix of values drawn from `d`, column by column.
+template <class M, class Distribution>
+M matrix_of(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed, Distribution d) {
   std::mt19937_64 g(seed);
-  std::uniform_real_distribution<double> d(-1.0, 1.0);
   M m(rows, cols);
   for (Eigen::Index j = 0; j < cols; ++j)
     for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = static_cast<typename M::Scalar>(d(g));
   return m;
+}
+
+/// A rows x cols matrix of uniform values in [-1, 1), column by column.
+template <class M>
+M random_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+  return matrix_of<M>(rows, cols, seed, std::uniform_real_distribution<double>(-1.0, 1.0));
+}
+
+/// A matrix of small integers (-4 to 4): products of these are exact in float and double.
+template <class M>
+M integer_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
+  return matrix_of<M>(rows, cols, seed, std::uniform_int_distribution<int>(-4, 4));
 }
 
 inline std::vector<double> random_vector(std::size_t n, double lo, double hi, std::uint64_t seed) {

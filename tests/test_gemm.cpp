@@ -189,16 +189,7 @@ struct tiling_scope {
   ~tiling_scope() { oa::detail::override_tiling(std::nullopt); }
 };
 
-/// A matrix of small integers: products of these are exact in float and double.
-template <class M>
-M integer_matrix(Eigen::Index rows, Eigen::Index cols, std::uint64_t seed) {
-  std::mt19937_64 g(seed);
-  std::uniform_int_distribution<int> d(-4, 4);
-  M m(rows, cols);
-  for (Eigen::Index j = 0; j < cols; ++j)
-    for (Eigen::Index i = 0; i < rows; ++i) m(i, j) = static_cast<typename M::Scalar>(d(g));
-  return m;
-}
+using oa_test::integer_matrix;
 
 }  // namespace
 
