@@ -245,7 +245,7 @@ void staging_engine::copy_in(const region& dst, const region& src, stream_id s) 
 double staging_thread_rate() noexcept {
   static const double rate = [] {
     try {
-      constexpr std::size_t bytes = std::size_t{16} << 20;
+      constexpr std::size_t bytes = std::size_t{4} << 20;
       std::vector<std::byte> from(bytes, std::byte{1}), to(bytes, std::byte{0});
       double best = 0;
       for (int i = 0; i < 3; ++i) {

@@ -126,7 +126,7 @@ struct staging_stats {
 };
 
 /// One thread's memcpy rate between touched host buffers (bytes per
-/// second, best of three 16 MiB copies): what a fill or drain thread moves,
+/// second, best of three 4 MiB copies): what a fill or drain thread moves,
 /// for the planner's time model. Measured once per process; 0 on failure.
 double staging_thread_rate() noexcept;
 

@@ -84,6 +84,8 @@ class emulated_device final : public stream_device, private staging_port {
         d2h_(std::make_unique<fifo_engine>([this](op& o) { execute(o); })) {
     for (int i = 0; i < opt.compute_threads; ++i)
       compute_.push_back(std::make_unique<fifo_engine>([this](op& o) { execute(o); }));
+    // Measured once per process, here rather than inside the first stage's timing.
+    if (opt.pinned_only_dma) (void)staging_thread_rate();
   }
 
   ~emulated_device() override {
