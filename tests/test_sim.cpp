@@ -307,6 +307,24 @@ TEST_CASE("sim: calibrate takes the new design's host rates from a GPU node's st
     CHECK(p["host_memcpy_cap_gbps"] == 48.0);
     CHECK(p.params.at("host_memcpy_cap_gbps").provenance == "measured");
   }
+  SUBCASE("two sizes of registration: the fixed cost of one, measured") {
+    // 16 MiB in 5 ms and 1 GiB in 68 ms (register and unregister): 1 ms per call.
+    const double gib = 1 << 30, small = 16.0 * (1 << 20);
+    const double small_per_gib = 0.005 * gib / small, large_per_gib = 0.068;
+    std::ofstream(dir / "staging_probe.json") << nlohmann::json{
+        {"pinning",
+         {{"register touched 4KiB pages, 16 MiB",
+           {{"bytes", small},
+            {"register", {{"median_seconds_per_gib", 0.8 * small_per_gib}}},
+            {"unregister", {{"median_seconds_per_gib", 0.2 * small_per_gib}}}}},
+          {"register touched 4KiB pages",
+           {{"bytes", gib},
+            {"register", {{"median_seconds_per_gib", 0.05}}},
+            {"unregister", {{"median_seconds_per_gib", large_per_gib - 0.05}}}}}}}};
+    CHECK(oa_sim::fit_probe(p, dir.string()).size() == 1);
+    CHECK(p["register_fixed_seconds_per_array"] == doctest::Approx(0.005 - (0.068 - 0.005) / (gib - small) * small));
+    CHECK(p.params.at("register_fixed_seconds_per_array").provenance == "measured");
+  }
   SUBCASE("not JSON: an error naming the file") {
     std::ofstream(dir / "staging_probe.json") << "{ not json";
     CHECK_THROWS_WITH_AS(oa_sim::fit_probe(p, dir.string()), doctest::Contains("staging_probe.json"), std::runtime_error);

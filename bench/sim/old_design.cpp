@@ -74,10 +74,11 @@ struct old_copies {
 
 /// The op every chunk follows: setup, then, registered, the pinning of the
 /// inputs' `in_bytes` (resident) and the results' `out_bytes` (first touched).
-int prologue(const profile& p, machine& m, staging how, double in_bytes, double out_bytes) {
+int prologue(const profile& p, machine& m, staging how, double in_bytes, double out_bytes, int arrays) {
   const int setup = m.setup(p);
   if (how != staging::registered) return setup;
-  const int in = m.g.add({"cudaHostRegister inputs", m.host, in_bytes, gib / p["register_touched_seconds_per_gib"], 0, {setup}});
+  const int in = m.g.add({"cudaHostRegister inputs", m.host, in_bytes, gib / p["register_touched_seconds_per_gib"],
+                          arrays * p["register_fixed_seconds_per_array"], {setup}});
   return m.g.add({"cudaHostRegister results", m.host, out_bytes, gib / p["register_untouched_seconds_per_gib"], 0, {in}});
 }
 
@@ -85,7 +86,8 @@ int prologue(const profile& p, machine& m, staging how, double in_bytes, double 
 
 graph old_streaming(const profile& p, const streaming_case& c, staging how) {
   machine m(p);
-  const int first = prologue(p, m, how, static_cast<double>(c.in_bytes()), static_cast<double>(c.out_bytes()));
+  const int first = prologue(p, m, how, static_cast<double>(c.in_bytes()), static_cast<double>(c.out_bytes()),
+                             static_cast<int>(c.in_unit_bytes.size() + c.out_unit_bytes.size()));
   old_copies copies{p, m, how, false};
   std::vector<stream> streams(static_cast<std::size_t>(std::max(c.streams, 1)), stream(m.g));
   const double lat = p["op_latency_us"] * m.us;
@@ -106,7 +108,7 @@ graph old_gemm(const profile& p, const gemm_case& c, staging how) {
   const auto& pl = c.plan;
   const std::size_t eb = c.elem_bytes, n = c.n;
   const double operand = static_cast<double>(n * n * eb);
-  const int first = prologue(p, m, how, 2 * operand, operand);  // A and B read, C created by the product
+  const int first = prologue(p, m, how, 2 * operand, operand, 3);  // A and B read, C created by the product
   old_copies copies{p, m, how, true};
   stream in(m.g), run_s(m.g), out_s(m.g);
   stream& run = c.sequential ? in : run_s;

@@ -1,8 +1,10 @@
 // The new design's host parameters from a GPU node's bench/staging_probe.cu
 // results (staging_probe.json beside the run's records): one thread's memcpy
-// into touched pages, the first touch of fresh pages, and what all threads
-// together copy. Measured there, not assumed.
+// into touched pages, the first touch of fresh pages, what all threads
+// together copy, and the fixed cost of one registration. Measured there,
+// not assumed.
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +24,35 @@ double median_gbps(const nlohmann::json& memcpy, const std::string& name) {
   return (*it)["median_gbps"].get<double>();
 }
 
+/// Seconds of one cudaHostRegister plus cudaHostUnregister of a pinning
+/// measurement ({bytes, register, unregister} in seconds per GiB), or NaN.
+double register_call_seconds(const nlohmann::json& pin, const std::string& name) {
+  const auto it = pin.find(name);
+  if (it == pin.end() || !it->contains("bytes")) return NAN;
+  double per_gib = 0;
+  for (const char* part : {"register", "unregister"}) {
+    if (!it->contains(part) || !(*it)[part].contains("median_seconds_per_gib")) return NAN;
+    per_gib += (*it)[part]["median_seconds_per_gib"].get<double>();
+  }
+  return per_gib * (*it)["bytes"].get<double>() / static_cast<double>(std::size_t{1} << 30);
+}
+
+/// register_fixed_seconds_per_array: the fixed cost of one registration,
+/// from two sizes of touched 4 KiB pages (the line through both, at zero bytes).
+void fit_register_call(profile& p, const nlohmann::json& probe, const std::string& file, std::vector<std::string>& lines) {
+  if (!probe.contains("pinning")) return;
+  const nlohmann::json& pin = probe["pinning"];
+  const std::string small = "register touched 4KiB pages, 16 MiB", large = "register touched 4KiB pages";
+  const double ts = register_call_seconds(pin, small), tl = register_call_seconds(pin, large);
+  if (!std::isfinite(ts) || !std::isfinite(tl)) return;
+  const double s = pin[small]["bytes"].get<double>(), l = pin[large]["bytes"].get<double>();
+  if (l <= s) return;
+  const double fixed = std::max(0.0, ts - (tl - ts) / (l - s) * s);
+  p.set("register_fixed_seconds_per_array", fixed, "measured",
+        file + " pinning: register and unregister of 16 MiB and of the large size, the line's value at zero bytes");
+  lines.push_back("probe: register_fixed_seconds_per_array " + std::to_string(fixed));
+}
+
 }  // namespace
 
 std::vector<std::string> fit_probe(profile& p, const std::string& folder) {
@@ -34,9 +65,10 @@ std::vector<std::string> fit_probe(profile& p, const std::string& folder) {
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error("oa_sim::fit_probe: " + path.string() + ": " + e.what());
   }
-  if (!probe.contains("host_memcpy")) return {};
-  const nlohmann::json& m = probe["host_memcpy"];
   std::vector<std::string> lines;
+  fit_register_call(p, probe, path.filename().string(), lines);
+  if (!probe.contains("host_memcpy")) return lines;
+  const nlohmann::json& m = probe["host_memcpy"];
   const double touched = median_gbps(m, "touched T=1"), fresh = median_gbps(m, "untouched T=1");
   const std::string src = path.filename().string() + " host_memcpy";
   if (std::isfinite(touched) && touched > 0) {

@@ -13,8 +13,9 @@ const std::vector<std::string>& required_parameters() {
       "cublas_double_tflops", "cublas_float_tflops", "gemm_tile_efficiency", "gemm_small_tile_dim",
       "blackscholes_kernel_ns_per_element", "haversine_kernel_ns_per_element", "crime_index_kernel_ns_per_element",
       "op_latency_us", "host_function_resume_us", "copy_pool_threads", "host_cores", "stage_fixed_seconds",
+      "stage_fixed_seconds_if_per_stage",
       "register_touched_seconds_per_gib",
-      "register_untouched_seconds_per_gib", "staging_fill_gbps", "untouched_memcpy_ratio", "new_ring_slots",
+      "register_untouched_seconds_per_gib", "register_fixed_seconds_per_array", "staging_fill_gbps", "untouched_memcpy_ratio", "new_ring_slots",
       "new_slot_mib", "new_host_threads", "new_memcpy_gbps_per_thread", "new_prefault_threads", "new_prefault_gbps_per_thread",
       "host_memcpy_cap_gbps", "new_wait_latency_us", "device_memory_gbps", "gemm_unaligned_factor"};
   return keys;
