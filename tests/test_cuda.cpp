@@ -20,6 +20,7 @@
 #include <stdexcept>
 
 #include "bodies.hpp"
+#include "core/product_rates.hpp"
 #include "device_conformance.hpp"
 #include "oa/linalg/gemm.hpp"
 #include "oa/cuda/device.hpp"
@@ -87,6 +88,22 @@ TEST_CASE("cuda: the rates the planner sees are measured and plausible") {
   CHECK(r.both_ways <= 1.1 * (r.h2d + r.d2h));
   CHECK(r.kernel_bytes > r.h2d);
   CHECK(dev->rates().h2d == r.h2d);  // measured once
+}
+
+TEST_CASE("cuda: cuBLAS rates by tile shape are measured, near the in-core rate for large steps") {
+  auto dev = oa::cuda::make_device({});
+  oa::detail::forget_product_rates();
+  oa::detail::contraction_desc d;
+  d.elem_bytes = 8;
+  d.device = oa::linalg::detail::gpu_step<double>(1.0, 0.0, false, false);
+  const auto c = oa::detail::product_rates(*dev, d, d.device, dev->memory_budget(), dev->rates().gemm_flops[1]);
+  REQUIRE(c);
+  MESSAGE("reference ", c->reference, ": ", c->flops / 1e12, " TFLOP/s double, unaligned ", c->unaligned,
+          ", k = 64: ", c->fraction[2].front().second);
+  CHECK(c->flops > 1e11);  // any GPU with cuBLAS does a large DGEMM above 0.1 TFLOP/s
+  if (dev->rates().gemm_flops[1] > 0) CHECK(c->flops < 1.5 * dev->rates().gemm_flops[1]);
+  CHECK(c->fraction[2].front().second < 1.0);  // k = 64 steps run below the reference's rate
+  CHECK(dev->bytes_in_use() == 0);
 }
 
 TEST_CASE_TEMPLATE("cuda: products through cuBLAS match Eigen, paged through a small budget", M, Eigen::MatrixXd,

@@ -20,6 +20,7 @@
 
 #include "core/executor.hpp"
 #include "core/progress.hpp"
+#include "core/product_rates.hpp"
 #include "core/tiling.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/pinned.hpp"
@@ -367,14 +368,20 @@ struct tiled_choice {
   std::size_t c_bytes = 0;
 };
 
-/// The tiling of a contraction on a device with its own memory.
-tiled_choice choose_tiling(const call_node& n, const operands& o, device& dev, const run_options& opt) {
+/// The tiling of a contraction on a device with its own memory, whose steps run `step`.
+tiled_choice choose_tiling(const call_node& n, const operands& o, device& dev, const run_options& opt,
+                           const contraction_desc::step_fn& step) {
   const contraction_desc& d = *n.contraction;
   const std::size_t reserved = opt.resident ? opt.resident->pinned_bytes() : 0;
   tiling_problem prob{d.m, d.n, d.k, d.elem_bytes, d.reads_c,
                       dev.memory_budget() - std::min(reserved, dev.memory_budget()), dev.allocation_granularity()};
   if (opt.chunk_bytes) prob.budget = std::min(prob.budget, opt.chunk_bytes);
-  set_tiling_device(prob, dev);
+  // Over a known link, a GPU's steps are timed at the rates measured for
+  // each shape there (cuBLAS); other devices plan with the rates they report.
+  const bool own_rates = set_tiling_device(prob, dev);
+  if (own_rates && prob.rates.h2d > 0 && prob.rates.d2h > 0 &&
+      (dev.kind() == device_kind::cuda || prob.rates.flops(d.elem_bytes) > 0))
+    prob.shapes = product_rates(dev, d, step, prob.budget, prob.rates.flops(d.elem_bytes));
   // Pageable operands go through the staging engine: the time model counts its rate.
   prob.staged = !is_pinned(o.a.data, span_bytes(o.a)) || !is_pinned(o.b.data, span_bytes(o.b));
   // A result a later stage reads here is computed in place in a copy of C
@@ -664,12 +671,12 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
                         stage_report& rep, const std::string& what, device_buffer& kept, const matrix_block& c_kept,
                         const host_rerun_fn& host_rerun) {
   const contraction_desc& d = *n.contraction;
-  const tiled_choice ch = choose_tiling(n, o, dev, opt);
-  rep.tiling = ch.plan.describe();
   const bool on_gpu = dev.kind() == device_kind::cuda;
   const contraction_desc::step_fn& step = on_gpu ? d.device : d.cpu;
   if (!step)
     throw invalid_argument(n.name, "device", "has no entry for " + dev.name() + " (the annotation gives none)");
+  const tiled_choice ch = choose_tiling(n, o, dev, opt, step);
+  rep.tiling = ch.plan.describe();
 
   tiled_outcome res;
   res.plan = ch.plan;

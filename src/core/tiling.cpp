@@ -7,6 +7,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/product_rates.hpp"
 #include "oa/core/error.hpp"
 
 namespace oa::detail {
@@ -139,13 +140,21 @@ tile_plan fewest_bytes_plan(const tiling_problem& p) {
 
 }  // namespace
 
+bool tiling_problem::timed() const noexcept {
+  return ((shapes && shapes->flops > 0) || rates.flops(elem_bytes) > 0) && rates.h2d > 0 && rates.d2h > 0;
+}
+
 double predicted_step_seconds(const device_rates& r, std::size_t elem_bytes, std::size_t m, std::size_t n,
-                              std::size_t k, bool reads_c_tile) {
-  const double rate = r.flops(elem_bytes);
+                              std::size_t k, bool reads_c_tile, const product_curve* shapes) {
+  double rate = 0;
+  if (shapes && shapes->flops > 0) {
+    rate = shapes->rate(m, n, k);
+  } else {
+    const bool aligned = m % 8 == 0 && n % 8 == 0 && k % 8 == 0;
+    rate = r.flops(elem_bytes) * (aligned || r.gemm_unaligned <= 0 ? 1.0 : r.gemm_unaligned);
+  }
   if (rate <= 0) return 0;
-  const bool aligned = m % 8 == 0 && n % 8 == 0 && k % 8 == 0;
-  const double factor = aligned || r.gemm_unaligned <= 0 ? 1.0 : r.gemm_unaligned;
-  double s = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / (rate * factor);
+  double s = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / rate;
   // cuBLAS reads and writes the C tile once per call: thin k steps pay it against few flops.
   if (r.kernel_bytes > 0) s += static_cast<double>(m * n * elem_bytes) * (reads_c_tile ? 2 : 1) / r.kernel_bytes;
   return s;
@@ -184,9 +193,9 @@ double compute_seconds(const tiling_problem& p, const tile_plan& t) {
   double s = 0;
   for_pieces(p.m, t.mt, [&](std::size_t mi, std::size_t cm) {
     for_pieces(p.n, t.nt, [&](std::size_t nj, std::size_t cn) {
-      double tile = predicted_step_seconds(r, p.elem_bytes, mi, nj, k0, p.reads_c);
+      double tile = predicted_step_seconds(r, p.elem_bytes, mi, nj, k0, p.reads_c, p.shapes.get());
       for_pieces(p.k - k0, t.kt, [&](std::size_t kl, std::size_t ck) {
-        tile += static_cast<double>(ck) * predicted_step_seconds(r, p.elem_bytes, mi, nj, kl, true);
+        tile += static_cast<double>(ck) * predicted_step_seconds(r, p.elem_bytes, mi, nj, kl, true, p.shapes.get());
       });
       s += static_cast<double>(cm * cn) * tile;
     });
@@ -243,8 +252,9 @@ double serial_c_seconds(const tiling_problem& p, const tile_plan& t, const plan_
   const double cap = r.both_ways > 0 ? std::max(1.0, (r.h2d + r.d2h) / r.both_ways) : 1.0;
   const double shared = back * (1 + std::clamp(load_share, 0.0, 1.0) * (cap - 1));
   const std::size_t mi = std::min(t.mt, p.m), nj = std::min(t.nt, p.n), kf = std::min(t.kt, p.k);
-  const double first = predicted_step_seconds(r, p.elem_bytes, mi, nj, kf, p.reads_c);
-  const double last = predicted_step_seconds(r, p.elem_bytes, mi, nj, p.k - (t.steps_k() - 1) * t.kt, true);
+  const double first = predicted_step_seconds(r, p.elem_bytes, mi, nj, kf, p.reads_c, p.shapes.get());
+  const double last = predicted_step_seconds(r, p.elem_bytes, mi, nj, p.k - (t.steps_k() - 1) * t.kt, true,
+                                             p.shapes.get());
   return std::max((in + shared) / nb, in + shared - (nb - 1) / nb * (first + last));
 }
 
@@ -433,13 +443,15 @@ std::mutex override_mutex;
 std::optional<tiling_override> override_now;
 }  // namespace
 
-void set_tiling_device(tiling_problem& p, const device& d) {
+bool set_tiling_device(tiling_problem& p, const device& d) {
   std::lock_guard lock(override_mutex);
-  p.rates = override_now && override_now->rates ? *override_now->rates : d.rates();
-  if (!override_now) return;
+  const bool own = !override_now || !override_now->rates;
+  p.rates = own ? d.rates() : *override_now->rates;
+  if (!override_now) return own;
   p.lookahead = override_now->lookahead;
   p.c_blocks = override_now->c_blocks;
   p.c_buffers = override_now->c_buffers;
+  return own;
 }
 
 void override_tiling(std::optional<tiling_override> o) {

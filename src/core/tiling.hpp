@@ -5,6 +5,7 @@
 // by the fewest bytes moved between host and device.
 
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,8 @@
 #include "oa/core/device.hpp"
 
 namespace oa::detail {
+
+struct product_curve;
 
 struct tiling_problem {
   std::size_t m = 0, n = 0, k = 0;  // C is m x n, the inner loop k
@@ -26,8 +29,10 @@ struct tiling_problem {
   int lookahead = 0;                // piece buffers per streamed operand, at least 2; 0: the planner's choice
   int c_blocks = 0;                 // with one C buffer, most write-back blocks per tile; 0: default_c_blocks
   int c_buffers = 0;                // C tile buffers, 1 or 2 (not resident); 0: the planner's choice
-  /// Whether plans can be chosen by predicted time.
-  bool timed() const noexcept { return rates.flops(elem_bytes) > 0 && rates.h2d > 0 && rates.d2h > 0; }
+  /// The device's product rates by step shape, measured (src/core/product_rates.hpp); null: rates.flops.
+  std::shared_ptr<const product_curve> shapes{};
+  /// Whether plans can be chosen by predicted time: a product rate (measured or the device's) and a link.
+  bool timed() const noexcept;
 };
 
 /// Which operand's panel stays on the device across a line of C tiles.
@@ -75,11 +80,12 @@ std::size_t tile_plan_bytes(const tiling_problem& p, std::size_t mt, std::size_t
 std::size_t tile_plan_traffic(const tiling_problem& p, std::size_t mt, std::size_t nt, held_panel h);
 
 /// Seconds of one k step's product (m x n by k) on the device, launch cost
-/// not included: its flops at the in-core rate (less for extents not
-/// multiples of 8), plus C's tile written, and read unless `first_step` of a
+/// not included: its flops at the rate measured for its shape (`shapes`),
+/// else at the in-core rate (less for extents not multiples of 8), plus C's
+/// tile written, and read unless `first_step` of a
 /// product that does not read C, through device memory. 0 without a rate.
 double predicted_step_seconds(const device_rates& r, std::size_t elem_bytes, std::size_t m, std::size_t n,
-                              std::size_t k, bool reads_c_tile);
+                              std::size_t k, bool reads_c_tile, const product_curve* shapes = nullptr);
 
 /// A plan's predicted wall time and the parts it comes from.
 struct tile_prediction {
@@ -110,8 +116,9 @@ struct tiling_override {
 };
 /// Applies to every contraction planned until called with nullopt.
 void override_tiling(std::optional<tiling_override> o);
-/// Sets p's rates (and forced lookahead) for device `d`, overrides applied.
-void set_tiling_device(tiling_problem& p, const device& d);
+/// Sets p's rates (and forced lookahead) for device `d`, overrides applied;
+/// false when an override gave the rates (then nothing is measured).
+bool set_tiling_device(tiling_problem& p, const device& d);
 
 /// The I/O lower bound of an n x n x n product with fast memory of M bytes:
 /// elem_bytes * (2 n^3 / sqrt(M / elem_bytes) + n^2).
