@@ -14,6 +14,16 @@
 
 namespace oa_test {
 
+/// An H100's rates as bench/profiles/h100.json gives them.
+inline oa::device_rates h100_rates() {
+  oa::device_rates r;
+  r.h2d = 54.66e9, r.d2h = 55.18e9, r.both_ways = 88.36e9, r.staging = 22.8e9;
+  r.op_latency = 10e-6, r.kernel_bytes = 3003e9;
+  r.gemm_flops[0] = 54.13e12, r.gemm_flops[1] = 55.77e12;
+  r.gemm_unaligned = 0.826;
+  return r;
+}
+
 /// Runs the enclosed code under a configuration, restoring the old one after.
 class config_scope {
  public:

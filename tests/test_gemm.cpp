@@ -21,6 +21,7 @@ using oa::detail::tiling_problem;
 using oa::linalg::op;
 using oa_test::config_scope;
 using oa_test::contains;
+using oa_test::h100_rates;
 
 using oa_test::random_matrix;
 
@@ -79,16 +80,6 @@ TEST_CASE("a budget too small for the smallest tiles names the budget that would
 }
 
 namespace {
-
-/// An H100's rates as bench/profiles/h100.json gives them.
-oa::device_rates h100_rates() {
-  oa::device_rates r;
-  r.h2d = 54.66e9, r.d2h = 55.18e9, r.both_ways = 88.36e9, r.staging = 22.8e9;
-  r.op_latency = 10e-6, r.kernel_bytes = 3003e9;
-  r.gemm_flops[0] = 54.13e12, r.gemm_flops[1] = 55.77e12;
-  r.gemm_unaligned = 0.826;
-  return r;
-}
 
 tiling_problem square(std::size_t n, std::size_t eb, std::size_t budget, const oa::device_rates& r = {}) {
   tiling_problem p{n, n, n, eb, false, budget, 1};

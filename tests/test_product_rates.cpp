@@ -17,15 +17,7 @@ using oa::detail::plan_tiles;
 using oa::detail::predict_tile_plan;
 using oa::detail::product_curve;
 using oa::detail::tiling_problem;
-
-oa::device_rates h100_rates() {
-  oa::device_rates r;
-  r.h2d = 54.66e9, r.d2h = 55.18e9, r.both_ways = 88.36e9, r.staging = 22.8e9;
-  r.op_latency = 10e-6, r.kernel_bytes = 3003e9;
-  r.gemm_flops[0] = 54.13e12, r.gemm_flops[1] = 55.77e12;
-  r.gemm_unaligned = 0.826;
-  return r;
-}
+using oa_test::h100_rates;
 
 /// A curve like cuBLAS's: thin extents slow, k thinner than 1024 slower still.
 std::shared_ptr<const product_curve> thin_k_slow() {
