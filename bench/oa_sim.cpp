@@ -153,7 +153,7 @@ nlohmann::json predict_one(const profile& p, const bench_args& a, const std::str
     const std::size_t eb = a.type == "float" ? 4 : 8;
     // The new design plans by oa's time model on the profile's rates; the old one by fewest bytes, as it ran.
     const gemm_case c = fresh ? plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes, profile_rates(p),
-                                          s != staging::pinned_host)
+                                          s != staging::pinned_host, profile_shapes(p, eb))
                               : plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes);
     graph g = fresh ? new_gemm(p, c, s) : old_gemm(p, c, s);
     const double t = run_graph(g, r, trace);

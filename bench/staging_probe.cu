@@ -2120,6 +2120,30 @@ void section_gemm(context& ctx) {
         });
       }
   }
+  // The shapes the runtime measures (src/core/product_rates.cpp), double
+  // alone: a 4096 reference, each extent alone at 64 ... 2048, all one less.
+  std::vector<std::array<int, 3>> curve{{4096, 4096, 4096}, {4095, 4095, 4095}};
+  for (int axis = 0; axis < 3; ++axis)
+    for (int e = 64; e < 4096; e *= 2) {
+      std::array<int, 3> x{4096, 4096, 4096};
+      x[static_cast<std::size_t>(axis)] = e;
+      curve.push_back(x);
+    }
+  if (filled_as != 1) ops->fill<double>();
+  for (const auto& x : curve) {
+    const std::string name =
+        "double " + std::to_string(x[0]) + "x" + std::to_string(x[1]) + "x" + std::to_string(x[2]) + " alone";
+    bool done = false;
+    sec.each_member([&](const std::string& k, const json&) { done = done || k == name; });
+    if (done) continue;
+    measure(ctx, sec, name, (ctx.p.gemm_reps + 1) * 0.03 + 0.3, [&] {
+      json j = gemm_rate<double>(*blas, handle, stream->s, *ops, x[0], x[1], x[2], ctx.p.gemm_reps, nullptr);
+      j["m"] = x[0];
+      j["n"] = x[1];
+      j["k"] = x[2];
+      return j;
+    });
+  }
   (void)blas->destroy(handle);
 }
 

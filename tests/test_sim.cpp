@@ -325,6 +325,32 @@ TEST_CASE("sim: calibrate takes the new design's host rates from a GPU node's st
     CHECK(p["register_fixed_seconds_per_array"] == doctest::Approx(0.005 - (0.068 - 0.005) / (gib - small) * small));
     CHECK(p.params.at("register_fixed_seconds_per_array").provenance == "measured");
   }
+  SUBCASE("cuBLAS by shape: the runtime's curve, and the steps the new design times with it") {
+    nlohmann::json g;
+    const auto add = [&](int m, int n, int k, double tflops) {
+      g["double " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " alone"] = {
+          {"median_tflops", tflops}};
+    };
+    add(4096, 4096, 4096, 50);
+    add(4095, 4095, 4095, 40);
+    for (int e = 64; e < 4096; e *= 2) {
+      add(e, 4096, 4096, 45);
+      add(4096, e, 4096, 45);
+      add(4096, 4096, e, e < 512 ? 20 : 45);
+    }
+    std::ofstream(dir / "staging_probe.json") << nlohmann::json{{"gemm", g}};
+    CHECK_FALSE(oa_sim::profile_shapes(p, 8));
+    CHECK(oa_sim::fit_probe(p, dir.string()).size() == 1);
+    const auto c = oa_sim::profile_shapes(p, 8);
+    REQUIRE(c);
+    CHECK(c->flops == doctest::Approx(50e12));
+    CHECK(c->unaligned == doctest::Approx(0.8));
+    CHECK(c->fraction[2].size() == 6);
+    CHECK(c->rate(4096, 4096, 128) == doctest::Approx(20e12));
+    CHECK_FALSE(oa_sim::profile_shapes(p, 4));  // no float curve measured
+    CHECK(oa_sim::new_gemm_step_seconds(p, 8, 4096, 4096, 128, false) >
+          oa_sim::new_gemm_step_seconds(p, 8, 4096, 4096, 1024, false) / 8 * 2);
+  }
   SUBCASE("not JSON: an error naming the file") {
     std::ofstream(dir / "staging_probe.json") << "{ not json";
     CHECK_THROWS_WITH_AS(oa_sim::fit_probe(p, dir.string()), doctest::Contains("staging_probe.json"), std::runtime_error);

@@ -46,9 +46,29 @@ oa::device_rates profile_rates(const profile& p) {
   return r;
 }
 
+std::shared_ptr<const oa::detail::product_curve> profile_shapes(const profile& p, std::size_t elem_bytes) {
+  const std::string key = std::string("cublas_") + (elem_bytes >= 8 ? "double" : "float") + "_curve_";
+  const auto at = [&](const std::string& name) {
+    const auto it = p.params.find(key + name);
+    return it == p.params.end() ? 0.0 : it->second.value;
+  };
+  auto c = std::make_shared<oa::detail::product_curve>();
+  c->reference = static_cast<std::size_t>(at("reference"));
+  c->flops = at("tflops") * 1e12;
+  c->unaligned = at("unaligned");
+  if (c->reference == 0 || c->flops <= 0 || c->unaligned <= 0) return nullptr;
+  const char* axes[3] = {"m", "n", "k"};
+  for (std::size_t axis = 0; axis < 3; ++axis)
+    for (std::size_t e = 64; e < c->reference; e *= 2)
+      if (const double f = at(std::string(axes[axis]) + "_" + std::to_string(e)); f > 0)
+        c->fraction[axis].push_back({e, f});
+  return c;
+}
+
 double new_gemm_step_seconds(const profile& p, std::size_t elem_bytes, std::size_t m, std::size_t n, std::size_t k,
                              bool reads_c_tile) {
-  return oa::detail::predicted_step_seconds(profile_rates(p), elem_bytes, m, n, k, reads_c_tile);
+  return oa::detail::predicted_step_seconds(profile_rates(p), elem_bytes, m, n, k, reads_c_tile,
+                                            profile_shapes(p, elem_bytes).get());
 }
 
 double link_bound_seconds(const profile& p, double h2d_bytes, double d2h_bytes) {

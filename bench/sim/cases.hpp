@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/product_rates.hpp"
 #include "core/tiling.hpp"
 #include "sim/engine.hpp"
 #include "sim/profile.hpp"
@@ -110,8 +112,15 @@ double gemm_step_seconds(const profile& p, std::size_t elem_bytes, std::size_t m
 /// the new design's ring) at the ring's fill rate.
 oa::device_rates profile_rates(const profile& p);
 
+/// cuBLAS's rates by step shape for `elem_bytes`-byte elements, as the
+/// runtime measures them (src/core/product_rates.hpp), from the profile's
+/// `cublas_<type>_curve_*` parameters (bench/staging_probe.cu's gemm
+/// section); null when the profile has none.
+std::shared_ptr<const oa::detail::product_curve> profile_shapes(const profile& p, std::size_t elem_bytes);
+
 /// The new design's seconds of one cuBLAS call: oa's own step model
-/// (oa::detail::predicted_step_seconds) on profile_rates, launch excluded.
+/// (oa::detail::predicted_step_seconds) on profile_rates and
+/// profile_shapes, launch excluded.
 double new_gemm_step_seconds(const profile& p, std::size_t elem_bytes, std::size_t m, std::size_t n, std::size_t k,
                              bool reads_c_tile);
 

@@ -1,10 +1,11 @@
 // The new design's host parameters from a GPU node's bench/staging_probe.cu
 // results (staging_probe.json beside the run's records): one thread's memcpy
 // into touched pages, the first touch of fresh pages, what all threads
-// together copy, and the fixed cost of one registration. Measured there,
+// together copy, the fixed cost of one registration, and cuBLAS by shape. Measured there,
 // not assumed.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,40 @@ void fit_register_call(profile& p, const nlohmann::json& probe, const std::strin
   lines.push_back("probe: register_fixed_seconds_per_array " + std::to_string(fixed));
 }
 
+/// cublas_double_curve_*: cuBLAS's DGEMM by shape as the runtime measures
+/// it (a 4096 reference, each extent alone at 64 ... 2048, all one less),
+/// from the probe's gemm section, each as a fraction of the reference.
+void fit_gemm_curve(profile& p, const nlohmann::json& probe, const std::string& file, std::vector<std::string>& lines) {
+  if (!probe.contains("gemm")) return;
+  const nlohmann::json& g = probe["gemm"];
+  const auto tflops = [&](std::size_t m, std::size_t n, std::size_t k) {
+    const std::string name = "double " + std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k) + " alone";
+    const auto it = g.find(name);
+    return it != g.end() && it->contains("median_tflops") ? (*it)["median_tflops"].get<double>() : NAN;
+  };
+  constexpr std::size_t ref = 4096;
+  const double r = tflops(ref, ref, ref), odd = tflops(ref - 1, ref - 1, ref - 1);
+  if (!std::isfinite(r) || r <= 0 || !std::isfinite(odd)) return;
+  const std::string src = file + " gemm: median TFLOP/s of cuBLAS DGEMM by shape (alone)";
+  p.set("cublas_double_curve_reference", ref, "measured", src);
+  p.set("cublas_double_curve_tflops", r, "measured", src + ", 4096 cubed");
+  p.set("cublas_double_curve_unaligned", std::min(1.0, odd / r), "measured", src + ", 4095 cubed over 4096 cubed");
+  const char* axes[3] = {"m", "n", "k"};
+  int points = 0;
+  for (std::size_t axis = 0; axis < 3; ++axis)
+    for (std::size_t e = 64; e < ref; e *= 2) {
+      std::array<std::size_t, 3> x{ref, ref, ref};
+      x[axis] = e;
+      const double t = tflops(x[0], x[1], x[2]);
+      if (!std::isfinite(t)) continue;
+      p.set(std::string("cublas_double_curve_") + axes[axis] + "_" + std::to_string(e), std::min(1.0, t / r),
+            "measured", src + ", over 4096 cubed");
+      ++points;
+    }
+  lines.push_back("probe: cublas_double_curve " + std::to_string(r) + " TFLOP/s at 4096 cubed, " +
+                  std::to_string(points) + " extents");
+}
+
 }  // namespace
 
 std::vector<std::string> fit_probe(profile& p, const std::string& folder) {
@@ -67,6 +102,7 @@ std::vector<std::string> fit_probe(profile& p, const std::string& folder) {
   }
   std::vector<std::string> lines;
   fit_register_call(p, probe, path.filename().string(), lines);
+  fit_gemm_curve(p, probe, path.filename().string(), lines);
   if (!probe.contains("host_memcpy")) return lines;
   const nlohmann::json& m = probe["host_memcpy"];
   const double touched = median_gbps(m, "touched T=1"), fresh = median_gbps(m, "untouched T=1");

@@ -117,11 +117,13 @@ streaming_case plan_streaming(const profile& p, const std::string& workload, std
 }
 
 gemm_case plan_gemm(std::size_t n, std::size_t elem_bytes, std::size_t budget, bool sequential,
-                    std::size_t chunk_bytes, const oa::device_rates& rates, bool staged) {
+                    std::size_t chunk_bytes, const oa::device_rates& rates, bool staged,
+                    std::shared_ptr<const oa::detail::product_curve> shapes) {
   oa::detail::tiling_problem prob{n, n, n, elem_bytes, false, budget, 1};
   if (chunk_bytes) prob.budget = std::min(prob.budget, chunk_bytes);
   prob.rates = rates;
   prob.staged = staged;
+  prob.shapes = std::move(shapes);
   gemm_case c;
   c.n = n;
   c.elem_bytes = elem_bytes;

@@ -2,8 +2,11 @@
 // Cases from oa's own planner (predict) and from a run's records (replay).
 
 #include <cstddef>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <oa/core/device.hpp>
+
+#include "core/product_rates.hpp"
 #include <string>
 
 #include "sim/cases.hpp"
@@ -34,10 +37,11 @@ streaming_case plan_streaming(const profile& p, const std::string& workload, std
                               const oa::device_rates* rates = nullptr);
 
 /// A product's case tiled by oa's planner (plan_tiles) under `budget`: by
-/// predicted time with `rates` (`staged`: pageable host memory), by fewest
-/// bytes without (the design the H100 ran).
+/// predicted time with `rates` and the measured `shapes` (`staged`:
+/// pageable host memory), by fewest bytes without (the design the H100 ran).
 gemm_case plan_gemm(std::size_t n, std::size_t elem_bytes, std::size_t budget, bool sequential,
-                    std::size_t chunk_bytes, const oa::device_rates& rates = {}, bool staged = false);
+                    std::size_t chunk_bytes, const oa::device_rates& rates = {}, bool staged = false,
+                    std::shared_ptr<const oa::detail::product_curve> shapes = nullptr);
 
 /// A streaming case as a record ran it: its chunks, streams and bytes.
 streaming_case recorded_streaming(const profile& p, const nlohmann::json& record);
