@@ -2,8 +2,12 @@
 #            [PINNED_ALLOCATIONS [PINNED_MIN <bytes>]])
 #
 # Recompiles an unmodified Eigen program so that its large dense products run
-# through oa's engine: every C++ translation unit of <target> sees the Eigen
-# hooks first (oa/eigen/offload.hpp, force-included), and <target> links oa.
+# through oa's engine: <target>'s C++ include path starts with wrappers of
+# Eigen's module headers (cmake/oa_eigen_first.cmake), so that wherever a
+# translation unit includes Eigen (<Eigen/Core>, <Eigen/Dense>,
+# <unsupported/Eigen/...>, <eigen3/Eigen/...>), Eigen comes in as the
+# program configured it and the hooks (oa/eigen/offload.hpp) right after,
+# before any of its code; and <target> links oa.
 # Which hooks are compiled in comes as -D flags (NO_PRODUCTS: none for
 # products, -DOA_OFFLOAD_PRODUCTS=0; NO_CWISE: coefficient-wise assignments;
 # NO_REDUCTIONS: sum, minCoeff, ...); thresholds and devices are run-time
@@ -18,9 +22,10 @@
 # program included: a unit built without the hooks instantiates Eigen's
 # product templates differently, and the linker keeps one of the two, so
 # which one a product gets would depend on link order. Eigen's own
-# configuration (EIGEN_DONT_PARALLELIZE, EIGEN_DEFAULT_TO_ROW_MAJOR, ...)
-# must come as compile definitions, not #defines in the sources: the hooks
-# include Eigen before the sources' first line.
+# configuration may come as #defines in the sources before they include
+# Eigen (eigen_assert, EIGEN_DEFAULT_DENSE_INDEX_TYPE, EIGEN_MATRIX_PLUGIN,
+# ...) or as compile definitions, as in the plain build. CUDA sources of the
+# target are left as they are.
 function(oa_offload target)
   cmake_parse_arguments(OFF "NO_PRODUCTS;NO_CWISE;NO_REDUCTIONS;PINNED_ALLOCATIONS" "PINNED_MIN" "" ${ARGN})
   if(OFF_UNPARSED_ARGUMENTS)
@@ -44,7 +49,12 @@ function(oa_offload target)
   endif()
   # The hooks build as C++14 or later: the program keeps its own standard.
   target_link_libraries(${target} PRIVATE oa::offload)
-  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:SHELL:-include oa/eigen/offload.hpp>")
+  get_property(_first GLOBAL PROPERTY OA_EIGEN_FIRST_DIR)
+  if(NOT _first OR NOT IS_DIRECTORY "${_first}")
+    message(FATAL_ERROR "oa_offload(${target}): the Eigen wrapper headers are missing ('${_first}'): "
+                        "reinstall oa or reconfigure its build")
+  endif()
+  target_include_directories(${target} BEFORE PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${_first}>")
   target_compile_definitions(${target} PRIVATE OA_OFFLOAD=1)
   foreach(_part PRODUCTS CWISE REDUCTIONS)
     if(OFF_NO_${_part})

@@ -59,6 +59,17 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
   oa_offload_program_test(example_eigen_haversine_below_threshold eigen_haversine 1000 ""
                           -DOP=cwise -DEXPECT=below -DSTAGES=32)
 
+  # A program that configures Eigen in its source (a throwing eigen_assert, int
+  # indices, a matrix plugin, NaN-initialised matrices): 300 x 300 doubles
+  # (720 KB) paged through a 1 MiB device, its product and its
+  # coefficient-wise statement each one stage; its assertion fires through
+  # both kinds of statement, in both builds.
+  set(_configured "OA_DEVICE=emulated|OA_DEVICE_MEMORY=1MiB|OA_HOST_THRESHOLD=0|OA_OFFLOAD_GEMM_MIN=0|OA_OFFLOAD_ELEMENTS_MIN=0")
+  oa_offload_program_test(example_eigen_configured_gemm eigen_configured 300 "${_configured}"
+                          -DOP=gemm -DEXPECT=paged -DSTAGES=1 -DBUDGET=1048576)
+  oa_offload_program_test(example_eigen_configured_cwise eigen_configured 300 "${_configured}"
+                          -DOP=cwise -DEXPECT=paged -DSTAGES=1 -DBUDGET=1048576 -DDIMS=elements=90000)
+
   # A third-party library's program rebuilt with its annotations (oa_annotate):
   # series of 300000 samples (2.4 MB) paged through a 256 KiB device; the
   # element-wise call and the two hand-written kernels (their emulated twins

@@ -1,9 +1,10 @@
 #pragma once
-// The Eigen hooks: force-included first in every translation unit of a target
-// by oa_offload() (cmake/oa_offload.cmake), so that an unmodified Eigen
-// program sends its large dense products to oa's engine. It specialises
-// Eigen 3.4's internal templates for float and double, before any user code
-// can instantiate them:
+// The Eigen hooks: included right after Eigen wherever a translation unit of
+// a target built with oa_offload() includes it (the wrappers of Eigen's
+// module headers first on its include path: cmake/oa_eigen_first.cmake), so
+// that an unmodified Eigen program sends its large dense products to oa's
+// engine. It specialises Eigen 3.4's internal templates for float and
+// double, before any user code can instantiate them:
 //
 // - gemm_functor: every dense matrix-matrix product Eigen sends to its GEMM
 //   kernel (plain, transposed, blocks, scaled, row-major, +=, noalias, the
@@ -45,12 +46,15 @@
 //
 // Limits: every translation unit that uses Eigen must see this header (a unit
 // without it instantiates the same Eigen templates differently, and the
-// linker keeps one of the two); Eigen's configuration macros must be -D flags,
-// since Eigen is included here before the program's own #defines.
+// linker keeps one of the two). Eigen comes in as the program configured it:
+// its own #defines before its #include of Eigen stand (eigen_assert, the
+// index type, plugins, ...).
 
 #ifdef __cplusplus
 
 #include <Eigen/Core>
+
+#define OA_EIGEN_HOOKS 1  // what a unit can test to know the hooks are in
 
 #if !(EIGEN_WORLD_VERSION == 3 && EIGEN_MAJOR_VERSION == 4)
 #error "oa_offload: the Eigen hooks are written for Eigen 3.4 (internal templates differ between versions)"

@@ -27,8 +27,8 @@
 // one requirement, as for every oa_offload hook: each translation unit that
 // creates or frees float or double Eigen storage must see this header (a
 // unit without it frees pool memory with std::free: a crash). oa_offload()
-// force-includes it with the hooks; oa's own units that use Eigen's real
-// namespace include it first.
+// brings it with the hooks after every Eigen include; oa's own units that
+// use Eigen's real namespace include it first.
 
 #ifdef __cplusplus
 
