@@ -1,5 +1,5 @@
 # oa_offload(<target> [NO_PRODUCTS] [NO_CWISE] [NO_REDUCTIONS]
-#            [PINNED_ALLOCATIONS [PINNED_MIN <bytes>]])
+#            [PINNED_ALLOCATIONS [PINNED_MIN <bytes>]] [STDPAR])
 #
 # Recompiles an unmodified Eigen program so that its large dense products run
 # through oa's engine: <target>'s C++ include path starts with wrappers of
@@ -18,6 +18,14 @@
 # pool (oa::pinned_memory()): they cross the link to a GPU with no staging
 # copy (-DOA_OFFLOAD_PINNED_ALLOCATIONS=<bytes>, see oa/eigen/pinned_storage.hpp).
 #
+# STDPAR: the standard parallel algorithms as well. <algorithm>, <numeric>
+# and <execution> are wrapped the same way (include/oa/stdpar/first/): after
+# the standard headers come overloads for std::execution::par and par_unseq
+# (oa/stdpar/overloads.hpp), so that an unmodified program's calls over
+# contiguous ranges of int32, int64, float and double with no operation or a
+# standard function object run through oa's engine, eagerly, and every other
+# call as in the plain build. The program builds as C++17 or later.
+#
 # It must reach every translation unit that uses Eigen, libraries of the
 # program included: a unit built without the hooks instantiates Eigen's
 # product templates differently, and the linker keeps one of the two, so
@@ -27,7 +35,7 @@
 # ...) or as compile definitions, as in the plain build. CUDA sources of the
 # target are left as they are.
 function(oa_offload target)
-  cmake_parse_arguments(OFF "NO_PRODUCTS;NO_CWISE;NO_REDUCTIONS;PINNED_ALLOCATIONS" "PINNED_MIN" "" ${ARGN})
+  cmake_parse_arguments(OFF "NO_PRODUCTS;NO_CWISE;NO_REDUCTIONS;PINNED_ALLOCATIONS;STDPAR" "PINNED_MIN" "" ${ARGN})
   if(OFF_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "oa_offload(${target}): unknown arguments ${OFF_UNPARSED_ARGUMENTS}")
   endif()
@@ -55,6 +63,16 @@ function(oa_offload target)
                         "reinstall oa or reconfigure its build")
   endif()
   target_include_directories(${target} BEFORE PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${_first}>")
+  if(OFF_STDPAR)
+    get_property(_stdpar GLOBAL PROPERTY OA_STDPAR_FIRST_DIR)
+    if(NOT _stdpar OR NOT IS_DIRECTORY "${_stdpar}" OR NOT TARGET oa::stdpar)
+      message(FATAL_ERROR "oa_offload(${target} STDPAR): the standard-algorithm wrappers are missing "
+                          "('${_stdpar}'): reinstall oa or reconfigure its build")
+    endif()
+    target_include_directories(${target} BEFORE PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${_stdpar}>")
+    target_link_libraries(${target} PRIVATE oa::stdpar)
+    target_compile_definitions(${target} PRIVATE OA_OFFLOAD_STDPAR=1)
+  endif()
   target_compile_definitions(${target} PRIVATE OA_OFFLOAD=1)
   foreach(_part PRODUCTS CWISE REDUCTIONS)
     if(OFF_NO_${_part})

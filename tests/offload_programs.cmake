@@ -70,6 +70,16 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
   oa_offload_program_test(example_eigen_configured_cwise eigen_configured 300 "${_configured}"
                           -DOP=cwise -DEXPECT=paged -DSTAGES=1 -DBUDGET=1048576 -DDIMS=elements=90000)
 
+  # A standard-parallelism program rebuilt with oa_offload(... STDPAR): arrays
+  # of 2000000 doubles (16 MB) paged through an 8 MiB device. Its fills,
+  # copies, additions, sums, dot product, scan, sorts and count run through
+  # the engine (19 stages; sort's merge and the reductions' init on the
+  # host); its lambdas (scale, triad) stay with the standard library.
+  oa_offload_program_test(example_stdpar_stream_paged stdpar_stream 2000000
+                          "OA_DEVICE=emulated|OA_DEVICE_MEMORY=8MiB|OA_HOST_THRESHOLD=0" -DOP=stage
+                          "-DCALLS=std::fill|std::copy (into the caller's range)|std::transform (binary)|std::reduce|std::transform_reduce (binary)|oa::stl::scan (block totals)|oa::stl::scan|oa::stl::sort (runs)|std::count"
+                          -DEXPECT=paged -DSTAGES=19 -DBUDGET=8388608)
+
   # A third-party library's program rebuilt with its annotations (oa_annotate):
   # series of 300000 samples (2.4 MB) paged through a 256 KiB device; the
   # element-wise call and the two hand-written kernels (their emulated twins
