@@ -742,7 +742,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
         if (!in_place) {
           for (std::size_t k = 0; k < L.values.size(); ++k) {
             const stage_value& v = L.values[k];
-            if (v.cls != value_class::input || v.buffer < 0) continue;
+            if (v.cls != value_class::input || v.buffer < 0 || !v.loaded) continue;
             const region host_chunk = v.v->ops->host_region(v.v->object, r);
             if (resident_in[k]) {
               regs[k] = residency::in_copy(*resident_in[k], host_chunk);

@@ -130,7 +130,9 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
     return needed_on_host.count(v) ? value_class::output : value_class::temporary;
   };
 
-  // Values and their live ranges, by position in the stage.
+  // Values and their live ranges, by position in the stage; the inputs some
+  // call reads (not only overwrites) are loaded.
+  std::unordered_set<int> read;
   for (std::size_t p = 0; p < s.calls.size(); ++p) {
     const call_node& n = nodes[static_cast<std::size_t>(s.calls[p])];
     call_slots cs;
@@ -142,6 +144,7 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
       } else {
         idx = add(a.value.get(), value_class::input, -1);
         L.values[static_cast<std::size_t>(idx)].last = pos;
+        if (!(a.role == arg_role::mut && a.overwrites)) read.insert(idx);
         if (a.role == arg_role::mut) add(a.new_value.get(), produced_class(a.new_value.get()), pos);
       }
       cs.regions.push_back(idx);
@@ -153,8 +156,11 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
     }
     L.calls.push_back(std::move(cs));
   }
-  for (auto& v : L.values)
+  for (std::size_t i = 0; i < L.values.size(); ++i) {
+    stage_value& v = L.values[i];
     if (v.cls == value_class::output) v.last = INT_MAX;
+    if (v.cls == value_class::input && !read.count(static_cast<int>(i))) v.loaded = false;
+  }
 
   // Buffers: inputs are staged at the start of a chunk; a produced value takes
   // a free buffer of its unit size; a mut's new version takes over the
@@ -229,7 +235,7 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
   for (const auto& v : L.values) {
     const std::size_t ub = v.v->shape.unit_bytes();
     L.working_bytes_per_unit += ub;
-    if (v.cls == value_class::input) L.in_bytes_per_unit += ub;
+    if (v.cls == value_class::input && v.loaded) L.in_bytes_per_unit += ub;
     if (v.cls == value_class::output) L.out_bytes_per_unit += ub;
   }
   return L;

@@ -47,6 +47,7 @@ struct stage_value {
   int buffer = -1;  // device buffer (-1: viewed in place on a host-accessible device)
   int first = -1;   // position of the producing call (-1 for inputs)
   int last = -1;    // position of the last call reading it
+  bool loaded = true;  // an input copied in per chunk; false: every call that takes it overwrites it unread
 };
 
 struct call_slots {

@@ -98,7 +98,7 @@ chunk_costs costs_of(const stage_plan& p, const stage& s, const device& dev) {
       continue;
     }
     c.kernel_bytes_per_unit += ub;
-    if (p.whole[k] || p.resident_in[k]) continue;
+    if (p.whole[k] || p.resident_in[k] || (v.cls == value_class::input && !v.loaded)) continue;
     const bool through_staging = staged(*v.v);
     if (v.cls == value_class::input) {
       c.in_bytes_per_unit += ub, ++c.copies_in;

@@ -1,7 +1,7 @@
 // The engine's side of oa_offload(<target> STDPAR): each entry runs one
 // standard algorithm call through oa::stl's engine paths over the caller's
 // memory, eagerly. Results go into the caller's output range chunk by chunk
-// (copy_into: the range is updated in place, like std::fill's); a failure
+// (copy_into: written in place, its old values not copied in); a failure
 // leaves the caller's memory as it was (the engine's undo log), so the
 // caller can run the standard algorithm instead.
 
@@ -20,12 +20,13 @@ namespace oa::stdpar::detail {
 
 namespace {
 
-/// out = in, element by element, into the caller's range (updated in place).
+/// out = in, element by element, into the caller's range: written whole, so
+/// its old values are not copied to a device.
 template <class T>
 inline constexpr auto copy_into = oa::annotate<"std::copy (into the caller's range)">(
     oa::cpu([](auto& out, const auto& in) { std::copy(in.begin(), in.end(), out.begin()); }),
-    oa::args(oa::mut<oa::split::contiguous>("d_first"), oa::in<oa::split::contiguous>("first")),
-    oa::device_fn(oa::elementwise(oa::ops::second{})));
+    oa::args(oa::overwrite<oa::split::contiguous>("d_first"), oa::in<oa::split::contiguous>("first")),
+    oa::device_fn(oa::elementwise(oa::ops::identity{})));
 
 template <class T>
 std::span<T> range(void* p, std::size_t n) {

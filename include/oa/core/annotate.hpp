@@ -60,6 +60,16 @@ struct arg {
   const char* name = nullptr;
   constexpr arg operator()(const char* n) const { return arg{n}; }
 };
+/// A mut argument the function writes whole without reading it first.
+template <class Split, class Value = void>
+struct overwrite_arg : arg<kind::mut, Split, Value> {
+  static constexpr bool overwrites = true;
+  constexpr overwrite_arg operator()(const char* n) const {
+    overwrite_arg a;
+    a.name = n;
+    return a;
+  }
+};
 }  // namespace spec
 
 /// Read-only argument.
@@ -68,6 +78,12 @@ inline constexpr spec::arg<spec::kind::in, Split, Value> in{};
 /// Argument read and written in place (the caller's object is updated).
 template <class Split, class Value = void>
 inline constexpr spec::arg<spec::kind::mut, Split, Value> mut{};
+/// The caller's object written whole in place, its old values never read
+/// (an output range the caller gives): a mut whose old values a device with
+/// its own memory does not copy in. The function must write every element
+/// of its chunk before reading any.
+template <class Split, class Value = void>
+inline constexpr spec::overwrite_arg<Split, Value> overwrite{};
 /// Output argument written by the function: becomes the call's result, shaped
 /// like the first split argument.
 template <class Split, class Result>
@@ -646,6 +662,9 @@ class annotated {
     return n;
   }
   static constexpr std::size_t n_params = count([](spec::kind k) { return k == spec::kind::in || k == spec::kind::mut; });
+  /// Spec K is an oa::overwrite: its old values are not an operand of the device function.
+  template <std::size_t K>
+  static constexpr bool overwritten = requires { spec_at<K>::overwrites; };
   static constexpr std::size_t n_outs = count([](spec::kind k) { return k == spec::kind::out; });
   static constexpr std::size_t n_rets = count([](spec::kind k) { return k == spec::kind::ret; });
   static_assert(n_rets <= 1, "oa::annotate: at most one ret spec");
@@ -916,6 +935,7 @@ class annotated {
         check_units(v->shape, units, like, have_like, like_arg, K, fn, arg_name);
         states[K] = v->state;
         detail::node_arg na{is_mut ? detail::arg_role::mut : detail::arg_role::in, v, nullptr};
+        if constexpr (requires { S::overwrites; }) na.overwrites = S::overwrites;
         if constexpr (is_mut) {
           auto nv = std::make_shared<detail::value_state>();
           nv->label = arg_name + " of " + std::string(Name.view()) + " (updated in place)";
@@ -1095,8 +1115,8 @@ class annotated {
                                                     S::split::template identity<typename S::value>());
     } else if constexpr (detail::is_part_binder<X>::value) {
       using E = typename X::elem_t;
-      fusion::describe_array<E>(d, static_cast<int>(x.slot), k == spec::kind::in || k == spec::kind::mut,
-                                k != spec::kind::in);
+      const bool read = k == spec::kind::in || (k == spec::kind::mut && !overwritten<K>);
+      fusion::describe_array<E>(d, static_cast<int>(x.slot), read, k != spec::kind::in);
     } else {
       using B = std::remove_cvref_t<decltype(x.view(std::declval<const detail::kernel_args&>()))>;
       static_assert(std::is_arithmetic_v<B>, "oa::annotate: element-wise device functions take arithmetic scalars");
@@ -1184,7 +1204,7 @@ class annotated {
   };
   template <std::size_t K, class X>
   static auto operand(const X& x, const detail::kernel_args& a) {
-    if constexpr (kinds[K] != spec::kind::in && kinds[K] != spec::kind::mut)
+    if constexpr ((kinds[K] != spec::kind::in && kinds[K] != spec::kind::mut) || overwritten<K>)
       return std::tuple<>{};
     else if constexpr (detail::is_part_binder<X>::value)
       return std::make_tuple(elements_at<typename X::elem_t>{x.elements(a)});

@@ -125,6 +125,7 @@ struct node_arg {
   arg_role role;
   value_ptr value;      // in: read; out: written; mut: the version read
   value_ptr new_value;  // mut: the version written (aliases value's storage)
+  bool overwrites = false;  // mut: every element written before any is read (oa::overwrite): not copied in
 };
 
 struct call_node {

@@ -1,0 +1,109 @@
+// oa::overwrite: the caller's object written whole in place. On a device
+// with its own memory its old values are not copied in (only what the call
+// reads crosses the link), results are those of a mut argument, and a failed
+// stage leaves the caller's object as it was.
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <vector>
+
+#include <oa/oa.hpp>
+
+#include "support.hpp"
+
+namespace {
+
+using oa_test::config_scope;
+
+/// out = in, out written whole: an overwrite argument (the device function
+/// sees only `in`).
+inline constexpr auto copy_into = oa::annotate<"copy into">(
+    oa::cpu([](auto& out, const auto& in) { std::copy(in.begin(), in.end(), out.begin()); }),
+    oa::args(oa::overwrite<oa::split::contiguous>("out"), oa::in<oa::split::contiguous>("in")),
+    oa::device_fn(oa::elementwise(oa::ops::identity{})));
+/// The same with a mut argument: its old values are an operand, then replaced.
+inline constexpr auto copy_mut = oa::annotate<"copy (mut)">(
+    oa::cpu([](auto& out, const auto& in) { std::copy(in.begin(), in.end(), out.begin()); }),
+    oa::args(oa::mut<oa::split::contiguous>("out"), oa::in<oa::split::contiguous>("in")),
+    oa::device_fn(oa::elementwise(oa::ops::second{})));
+
+std::vector<double> ramp(std::size_t n) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 0.5 * static_cast<double>(i) - 7;
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("overwrite: only what the call reads is copied in; results as a mut's") {
+  const std::size_t n = 300000;  // 2.4 MB an array through a 1 MiB device
+  const std::vector<double> in = ramp(n);
+  oa::config plain = oa_test::emulated_config(std::size_t{1} << 20);
+  oa::config twins = plain;
+  twins.emulated_device_functions = true;
+  oa::config fused = plain;
+  fused.emulated_fused = true;
+  for (const oa::config& c : {plain, twins, fused}) {
+    config_scope scope(c);
+    std::vector<double> out(n, 99.0), ref(n, 99.0);
+    oa::clear_reports();
+    copy_into(out, in);
+    oa::evaluate();
+    const oa::stage_report over = oa_test::run_total();
+    oa::clear_reports();
+    copy_mut(ref, in);
+    oa::evaluate();
+    const oa::stage_report mut = oa_test::run_total();
+    CHECK(out == ref);
+    CHECK(out[n - 1] == in[n - 1]);
+    CHECK(over.chunks > 1);
+    CHECK(over.h2d_bytes == n * sizeof(double));      // the input only
+    CHECK(mut.h2d_bytes == 2 * n * sizeof(double));   // the input and the old values
+    CHECK(over.d2h_bytes == n * sizeof(double));
+  }
+}
+
+TEST_CASE("overwrite: after a device fault the chunk re-runs on the host; results exact") {
+  const std::size_t n = 300000;
+  const std::vector<double> in = ramp(n);
+  for (std::uint64_t at : {1, 2, 5}) {
+    CAPTURE(at);
+    oa::config c = oa_test::emulated_config(std::size_t{1} << 20);
+    c.fail_launch = at;
+    config_scope scope(c);
+    std::vector<double> out(n, 99.0);
+    oa::clear_reports();
+    copy_into(out, in);
+    oa::evaluate();
+    CHECK(oa_test::run_total().host_reruns == 1);
+    CHECK(out == in);
+  }
+}
+
+namespace {
+/// out = 2 in, failing on a negative element: the stage's error.
+inline constexpr auto twice_checked = oa::annotate<"twice into (checked)">(
+    oa::cpu([](auto& out, const auto& in) {
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        if (in[i] < -1e9) throw std::range_error("twice into: a negative element");
+        out[i] = 2 * in[i];
+      }
+    }),
+    oa::args(oa::overwrite<oa::split::contiguous>("out"), oa::in<oa::split::contiguous>("in")));
+}  // namespace
+
+TEST_CASE("overwrite: a failed stage leaves the caller's object as it was") {
+  const std::size_t n = 300000;
+  std::vector<double> in = ramp(n);
+  in[n - 10] = -2e9;  // the last chunk fails, after the others wrote theirs
+  for (const oa::config& c : {oa_test::host_config(), oa_test::emulated_config(std::size_t{1} << 20)}) {
+    CAPTURE(c.device);
+    config_scope scope(c);
+    std::vector<double> out(n, 99.0);
+    twice_checked(out, in);
+    CHECK_THROWS_AS(oa::evaluate(), std::range_error);
+    CHECK(std::all_of(out.begin(), out.end(), [](double x) { return x == 99.0; }));
+  }
+}
