@@ -5,7 +5,10 @@
 #include <doctest/doctest.h>
 
 #include <oa/annotations/eigen_array.hpp>
+#include <regex>
+#include <string>
 
+#include "stderr_capture.hpp"
 #include "support.hpp"
 #include "user_library/vecmath_oa.hpp"
 #include "workloads.hpp"
@@ -21,6 +24,20 @@ inline constexpr auto wide_rows = oa::annotate<"test::wide_rows">(
     oa::cpu([](const auto& m, auto& out) { out = m.rowwise().sum().array(); }),
     oa::args(oa::in<oa::split::rows>("m"), oa::out<oa::split::contiguous, ArrayXd>("sums")),
     oa::device_fn(oa::elementwise(oa::ops::identity{})));
+// The same with device code of its own (oa::kernel): its unit is the one its
+// library chose, so a unit larger than the budget sends the stage to the
+// host instead of failing it.
+inline constexpr auto wide_rows_code = oa::annotate<"test::wide_rows (code)">(
+    oa::cpu([](const auto& m, auto& out) { out = m.rowwise().sum().array(); }),
+    oa::args(oa::in<oa::split::rows>("m"), oa::out<oa::split::contiguous, ArrayXd>("sums")),
+    oa::device_fn(oa::kernel(nullptr)));
+
+/// How many times `part` occurs in `s`.
+std::size_t count_of(const std::string& s, const std::string& part) {
+  std::size_t n = 0;
+  for (std::size_t at = s.find(part); at != std::string::npos; at = s.find(part, at + part.size())) ++n;
+  return n;
+}
 }  // namespace
 
 TEST_CASE("arguments of different lengths in one split: the function and argument are named") {
@@ -67,6 +84,44 @@ TEST_CASE("a budget too small for one unit: the stage, function and argument are
   CHECK(contains(msg, "cannot hold one unit"));
   CHECK_THROWS_AS(sums.get(), oa::plan_error);
   CHECK(m == m0);
+}
+
+TEST_CASE("a budget too small for one unit of device code: the host runs the stage, and stderr says so once") {
+  const Eigen::MatrixXd m = Eigen::MatrixXd::Random(4, 20000);  // one row: 160 KB
+  const ArrayXd want = m.rowwise().sum().array();
+  std::size_t smallest = 0;
+  {
+    config_scope cs(oa_test::emulated_config(64 << 10));  // 64 KiB, set as set_config's device_memory
+    oa_test::stderr_capture err;
+    for (int i = 0; i < 3; ++i) CHECK(wide_rows_code(m).get().isApprox(want, 1e-12));
+    const std::string said = err.text();
+    CAPTURE(said);
+    CHECK(count_of(said, "oa: the device budget") == 1);  // three evaluations, one line
+    CHECK(contains(said, "the device budget of 65536 bytes (set_config: device_memory) cannot hold one unit of "
+                         "stage [test::wide_rows (code)], which the host ran instead"));
+    std::smatch found;
+    REQUIRE(std::regex_search(said, found, std::regex("the smallest budget that runs it on emulated is ([0-9]+) bytes")));
+    smallest = std::stoull(found[1]);
+    CHECK(smallest > 160000);
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 3);
+    for (const auto& r : reps) {
+      CHECK(r.device == "host");
+      CHECK(contains(r.placement_reason, "one unit of the stage takes " + std::to_string(smallest) + " bytes"));
+      CHECK(contains(r.placement_reason, "more than the device's budget of 65536 bytes"));
+    }
+  }
+  // The budget named runs the stage on the device, silently; one byte less does not.
+  for (const std::size_t budget : {smallest, smallest - 1}) {
+    CAPTURE(budget);
+    config_scope cs(oa_test::emulated_config(budget));
+    oa_test::stderr_capture err;
+    CHECK(wide_rows_code(m).get().isApprox(want, 1e-12));
+    const std::string said = err.text();
+    REQUIRE(oa::reports().size() == 1);
+    CHECK(oa::reports()[0].device == (budget == smallest ? "emulated" : "host"));
+    CHECK(count_of(said, "oa: the device budget") == (budget == smallest ? 0u : 1u));
+  }
 }
 
 TEST_CASE("an exception thrown inside a call comes back at get(), with its type") {

@@ -36,6 +36,9 @@ struct runtime_state {
     std::unique_ptr<device> dev;
     std::unique_ptr<residency> resident;  // values kept on dev (declared after it: destroyed first)
     std::string failed;                   // why dev is no longer offered stages
+    // Stages (their calls) the host ran because a unit of theirs is larger
+    // than the budget the user set: said once each on stderr.
+    std::unordered_set<std::string> said_budget_too_small;
   };
   /// The devices, made from the configuration at first use: today the one
   /// config.device names; the scheduler offers stages to the first.
@@ -225,6 +228,37 @@ device& device_locked(runtime_state& s) {
   }
   return *s.first().dev;
 }
+
+/// Stages of one evaluation that the host ran because one unit of theirs
+/// is larger than the budget the user set (OA_DEVICE_MEMORY, the file,
+/// set_config): each stage's calls and the smallest budget that runs it.
+struct budget_too_small {
+  std::vector<std::pair<std::string, std::size_t>> stages;
+
+  /// A stage not yet said for this device (every stage's report says it).
+  void add(runtime_state::device_entry& target, const config& c, std::string calls, std::size_t smallest) {
+    if (c.device_memory != 0 && target.said_budget_too_small.insert(calls).second)
+      stages.emplace_back(std::move(calls), smallest);
+  }
+  /// One line on stderr for the evaluation, with the budget that runs them all.
+  void say(const config& c, const config_origin& origin, const device& dev) const {
+    if (stages.empty()) return;
+    std::size_t all = 0;
+    std::string which;
+    for (const auto& [calls, smallest] : stages) {
+      all = std::max(all, smallest);
+      if (stages.size() > 1)
+        which += (which.empty() ? ": [" : ", [") + calls + "] (" + std::to_string(smallest) + " bytes)";
+    }
+    const std::string what =
+        stages.size() == 1 ? "stage [" + stages.front().first + "]" : std::to_string(stages.size()) + " stages";
+    std::fprintf(stderr,
+                 "oa: the device budget of %zu bytes (%s) cannot hold one unit of %s, which the host ran "
+                 "instead%s; the smallest budget that runs %s on %s is %zu bytes\n",
+                 c.device_memory, origin.where("device_memory").c_str(), what.c_str(), which.c_str(),
+                 stages.size() == 1 ? "it" : "them all", dev.name().c_str(), all);
+  }
+};
 
 bool progress_wanted(const config& c) {
   if (c.progress >= 0) return c.progress == 1;
@@ -540,6 +574,7 @@ void evaluate(graph& g) {
   };
 
   std::vector<trace_event> trace;
+  budget_too_small too_small;
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const stage& s = stages[i];
     run_options opt;
@@ -556,6 +591,7 @@ void evaluate(graph& g) {
       const placement place = place_stage(s, nodes, needed, dev, host, c.host_threshold, target.failed);
       device* where = place.where;
       opt.placement_reason = place.reason;
+      if (place.smallest_budget) too_small.add(target, c, describe(s, nodes), place.smallest_budget);
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
       prepare_residency(*target.resident, s, nodes, i, where == &dev, opt, read_from, demanded);
       const std::size_t evicted_before = target.resident->evicted_bytes();
@@ -587,6 +623,7 @@ void evaluate(graph& g) {
     }
     if (opt.trace) st.log.add_trace(trace);
   }
+  if (!st.devices.empty()) too_small.say(c, st.origin, *st.first().dev);
   // No later stage of this evaluation reads a copy: those the host holds too
   // are kept for later evaluations.
   for (auto& d : st.devices) {

@@ -57,8 +57,11 @@ placement place_stage(const stage& s, const std::vector<call_node>& nodes,
   if (s.kernels && !dev.host_accessible()) {
     slot_memory one{L.buffer_unit_bytes, L.partial_bytes, dev.allocation_granularity(), L.buffer_fixed_bytes};
     if (one.bytes(1) > dev.memory_budget())
-      return {&host, "one unit of the stage takes " + std::to_string(one.bytes(1)) + " bytes of device memory, more "
-                     "than the device's budget of " + std::to_string(dev.memory_budget())};
+      return {&host,
+              "one unit of the stage takes " + std::to_string(one.bytes(1)) + " bytes of device memory (the "
+              "smallest budget that runs it there), more than the device's budget of " +
+                  std::to_string(dev.memory_budget()) + " bytes",
+              one.bytes(1)};
   }
   return {&dev, "every call has a device function"};
 }

@@ -55,12 +55,16 @@ struct stage_plan {
 struct placement {
   device* where = nullptr;
   std::string reason;
+  /// Nonzero when the host runs the stage because one unit of it does not
+  /// fit the device's budget: the smallest budget that runs it there.
+  std::size_t smallest_budget = 0;
 };
 
 /// The main device `dev`, unless it is the host device, it failed earlier
 /// (`device_failed` says how), a call has no device function (no GPU entry,
 /// for a product on a GPU), or the stage touches fewer bytes than
-/// `host_threshold`: then `host`. Decided once per stage.
+/// `host_threshold`, or one unit of a stage of device code (oa::kernel) is
+/// larger than the device's budget: then `host`. Decided once per stage.
 placement place_stage(const stage& s, const std::vector<call_node>& nodes,
                       const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
                       std::size_t host_threshold, const std::string& device_failed);
