@@ -124,6 +124,9 @@ bool into(void* out, std::size_t n, Lazy&& result) {
 
 void fell_back(const char* algorithm, const char* reason) noexcept {
   try {
+    // Configures the runtime (from OA_REPORT, ...) if nothing has yet: a
+    // program none of whose calls oa ran still gets its report at exit.
+    (void)oa::current_config();
     oa::detail::note_not_offloaded(algorithm, reason, "");
   } catch (...) {
     // The report misses one line; the call itself still runs.

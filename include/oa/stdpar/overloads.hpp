@@ -163,7 +163,7 @@ bool try_sort(const It& first, const It& last, const Compare&) {
   using T = element_t<It>;
   const std::ptrdiff_t n = extent(first, last);
   if constexpr (!op_in<Compare, T, op::less, op::greater>()) {
-    fell_back("std::sort", not_standard_op);
+    fell_back("std::sort", op_of<Compare, T>::value ? not_standard_op : callable);
     return false;
   } else {
     return n >= 0 && sort("std::sort", elem_of<T>(), address_of(first), static_cast<std::size_t>(n),
