@@ -65,6 +65,25 @@ TEST_CASE("overwrite: only what the call reads is copied in; results as a mut's"
   }
 }
 
+TEST_CASE("overwrite: a value small enough for a whole copy on the device is written there, not read") {
+  // 240 KB arrays fit in half a 1 MiB budget: the stage makes whole copies
+  // of its values (kept for later stages), the output's included.
+  const std::size_t n = 30000;
+  const std::vector<double> in = ramp(n);
+  config_scope scope(oa_test::emulated_config(std::size_t{1} << 20));
+  std::vector<double> out(n, 99.0);
+  oa::clear_reports();
+  copy_into(out, in);
+  oa::evaluate();
+  CHECK(out == in);
+  CHECK(oa_test::run_total().h2d_bytes == n * sizeof(double));
+  // Read again by a later stage: the kept copy holds the new values.
+  std::vector<double> again(n, -1.0);
+  copy_into(again, out);
+  oa::evaluate();
+  CHECK(again == in);
+}
+
 TEST_CASE("overwrite: after a device fault the chunk re-runs on the host; results exact") {
   const std::size_t n = 300000;
   const std::vector<double> in = ramp(n);

@@ -742,14 +742,15 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
         if (!in_place) {
           for (std::size_t k = 0; k < L.values.size(); ++k) {
             const stage_value& v = L.values[k];
-            if (v.cls != value_class::input || v.buffer < 0 || !v.loaded) continue;
+            if (v.cls != value_class::input || v.buffer < 0) continue;
             const region host_chunk = v.v->ops->host_region(v.v->object, r);
             if (resident_in[k]) {
               regs[k] = residency::in_copy(*resident_in[k], host_chunk);
-              rep.resident_bytes_saved += host_chunk.bytes();
+              if (v.loaded) rep.resident_bytes_saved += host_chunk.bytes();
             } else {
               if (whole_copies[k].data()) regs[k] = in_whole(k, host_chunk);
-              dev.copy_to_device_async(regs[k], host_chunk, sl.stream.id());
+              // An overwritten value's old bytes are not needed there.
+              if (v.loaded) dev.copy_to_device_async(regs[k], host_chunk, sl.stream.id());
             }
           }
           for (std::size_t k = 0; k < L.values.size(); ++k)
