@@ -20,6 +20,8 @@
 namespace stats_oa {
 namespace plain = ::stats_plain;  // stats, as the program compiles it
 using ::oa::split::contiguous;
+// dnorm, pnorm and clamp have an overload for one value: oa::cpu is given
+// the signature of the vector one.
 using vector_fn = void(std::span<const double>, std::span<double>, double, double);
 
 #if OA_ANNOTATIONS_GPU
@@ -30,12 +32,12 @@ using vector_fn = void(std::span<const double>, std::span<double>, double, doubl
 
 // The results of the functions writing into `out` are new lazy vectors.
 inline constexpr auto dnorm = ::oa::annotate<"stats::dnorm">(
-    ::oa::cpu(static_cast<vector_fn*>(&plain::dnorm)),
+    ::oa::cpu<vector_fn>(&plain::dnorm),
     ::oa::args(::oa::in<contiguous>("x"), ::oa::out<contiguous, std::vector<double>>("out"),
                ::oa::scalar<double>("mean"), ::oa::scalar<double>("sd")));
 
 inline constexpr auto pnorm = ::oa::annotate<"stats::pnorm">(
-    ::oa::cpu(static_cast<vector_fn*>(&plain::pnorm)),
+    ::oa::cpu<vector_fn>(&plain::pnorm),
     ::oa::args(::oa::in<contiguous>("x"), ::oa::out<contiguous, std::vector<double>>("out"),
                ::oa::scalar<double>("mean"), ::oa::scalar<double>("sd")));
 
@@ -45,7 +47,7 @@ inline constexpr auto cubic = ::oa::annotate<"stats::cubic">(
                ::oa::scalar<double>("b"), ::oa::scalar<double>("c"), ::oa::scalar<double>("d")));
 
 inline constexpr auto clamp = ::oa::annotate<"stats::clamp">(
-    ::oa::cpu(static_cast<void (*)(std::span<double>, double, double)>(&plain::clamp)),
+    ::oa::cpu<void(std::span<double>, double, double)>(&plain::clamp),
     ::oa::args(::oa::mut<contiguous>("x"), ::oa::scalar<double>("lo"), ::oa::scalar<double>("hi")));
 
 // A hand-written kernel (stats_kernels.cu); the emulated device runs stats' own function.
