@@ -50,5 +50,8 @@ int main(int argc, char** argv) {
   print("cubic", poly);
   print("standardize", z);
   print("clamp", bounded);
+  // One value: stats' own overloads, beside the vector ones.
+  std::printf("one value    dnorm %.12e  pnorm %.12e  clamp %.12e\n", stats::dnorm(0.3, 0.0, 1.0),
+              stats::pnorm(1.0), stats::clamp(2.5, -1.0, 1.0));
   return 0;
 }

@@ -7,7 +7,8 @@
 // oa_annotate() (see ../../CMakeLists.txt), its #include <stats/stats.hpp>
 // finds a generated header that includes stats' with the namespace renamed
 // stats_plain (the program compiles the library, renamed, where it includes
-// it), then this file, which opens namespace stats again.
+// it), then this file, which opens namespace stats again: the library, its
+// vector functions through oa, its functions of one value as they are.
 
 #include <algorithm>
 #include <oa/oa.hpp>
@@ -71,19 +72,17 @@ inline void write_into(std::span<double> out, ::oa::lazy<std::vector<double>> re
 
 }  // namespace stats_oa
 
-// stats as the program sees it: the library, with its vector functions
-// through oa (stats' signatures and default arguments). Each runs when
-// called, as stats' own does.
-namespace stats {
-using namespace ::stats_plain;
+// The calls programs make, with stats' signatures and default arguments:
+// each runs through oa when called, as stats' own does.
+namespace stats_oa::calls {
 inline void dnorm(std::span<const double> x, std::span<double> out, double mean = 0.0, double sd = 1.0) {
-  stats_oa::write_into(out, stats_oa::dnorm(x, mean, sd));
+  write_into(out, stats_oa::dnorm(x, mean, sd));
 }
 inline void pnorm(std::span<const double> x, std::span<double> out, double mean = 0.0, double sd = 1.0) {
-  stats_oa::write_into(out, stats_oa::pnorm(x, mean, sd));
+  write_into(out, stats_oa::pnorm(x, mean, sd));
 }
 inline void cubic(std::span<const double> x, std::span<double> out, double a, double b, double c, double d) {
-  stats_oa::write_into(out, stats_oa::cubic(x, a, b, c, d));
+  write_into(out, stats_oa::cubic(x, a, b, c, d));
 }
 inline void clamp(std::span<double> x, double lo, double hi) {
   stats_oa::clamp(x, lo, hi);
@@ -94,4 +93,17 @@ inline void standardize(std::span<double> x, double mean, double sd) {
   ::oa::evaluate();
 }
 inline double sum(std::span<const double> x) { return stats_oa::sum(x).get(); }
+}  // namespace stats_oa::calls
+
+// stats as the program sees it: the library, with the calls above in front
+// of the overloads they redeclare. Every other overload of these names stays
+// stats' own (stats::dnorm(0.3, 0.0, 1.0), for one value).
+namespace stats {
+using namespace ::stats_plain;
+OA_ANNOTATED_NAME(::stats_plain, ::stats_oa::calls, dnorm)
+OA_ANNOTATED_NAME(::stats_plain, ::stats_oa::calls, pnorm)
+OA_ANNOTATED_NAME(::stats_plain, ::stats_oa::calls, cubic)
+OA_ANNOTATED_NAME(::stats_plain, ::stats_oa::calls, clamp)
+OA_ANNOTATED_NAME(::stats_plain, ::stats_oa::calls, standardize)
+OA_ANNOTATED_NAME(::stats_plain, ::stats_oa::calls, sum)
 }  // namespace stats
