@@ -4,11 +4,16 @@
 # Rebuilds a program that uses a C++ library so that the library's annotated
 # functions run through oa, without a change to the program's source or the
 # library's:
-#   - the library's sources are compiled again, in a static library
+#   - a compiled library's sources are compiled again, in a static library
 #     <library>_oa, with its namespace renamed <ns>_plain (a compile
-#     definition <ns>=<ns>_plain), together with GPU_SOURCES (the
-#     annotations' kernels, built when the CUDA toolkit is found; then
-#     OA_ANNOTATIONS_GPU=1 is defined);
+#     definition <ns>=<ns>_plain). A header-only library (an INTERFACE
+#     target) has nothing to compile again: the program compiles it, renamed
+#     by the headers below;
+#   - GPU_SOURCES (the annotations' kernels, built when the CUDA toolkit is
+#     found; then OA_ANNOTATIONS_GPU=1 is defined) are compiled with the same
+#     rename and the library's usage requirements, into <library>_oa (for a
+#     header-only library, a static library oa_annotate makes of them alone),
+#     in the C++ standard the library asks for, at least 17;
 #   - for each of HEADERS (as the program includes them, e.g. geo/series.hpp)
 #     a header of the same name, found first, includes the library's under the
 #     renamed namespace, then ANNOTATIONS, which opens <ns> again: the library
@@ -78,53 +83,69 @@ function(oa_annotate target)
 
   # The library, renamed: built once, shared by every target annotated with it.
   set(_renamed ${ANN_LIBRARY}_oa)
-  if(NOT TARGET ${_renamed} AND _library_type STREQUAL "INTERFACE_LIBRARY")
-    # Header-only: the renamed namespace is compiled where the headers are
-    # included; nothing to build again.
-    add_library(${_renamed} INTERFACE)
-    target_link_libraries(${_renamed} INTERFACE ${ANN_LIBRARY} oa::oa)
-    if(ANN_GPU_SOURCES)
-      message(WARNING "${_fn}: GPU_SOURCES of a header-only library are left out: add them to a library of "
-                      "their own, compiled with ${ANN_NAMESPACE}=${ANN_NAMESPACE}_plain")
-    endif()
-  elseif(NOT TARGET ${_renamed})
-    get_target_property(_sources ${ANN_LIBRARY} SOURCES)
-    get_target_property(_dir ${ANN_LIBRARY} SOURCE_DIR)
-    set(_abs)
-    foreach(_s IN LISTS _sources)
-      if(IS_ABSOLUTE "${_s}" OR _s MATCHES "^\\$<")  # generator expressions as they are
-        list(APPEND _abs "${_s}")
-      else()
-        list(APPEND _abs "${_dir}/${_s}")
-      endif()
-    endforeach()
+  if(NOT TARGET ${_renamed})
+    set(_gpu_abs)
     if(_gpu)
       foreach(_s IN LISTS ANN_GPU_SOURCES)
         get_filename_component(_s "${_s}" ABSOLUTE)
-        list(APPEND _abs "${_s}")
+        list(APPEND _gpu_abs "${_s}")
       endforeach()
     endif()
-    add_library(${_renamed} STATIC ${_abs})
-    # The library's own build settings, and the rename.
-    target_compile_definitions(${_renamed}
-      PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_COMPILE_DEFINITIONS>
-      PRIVATE $<TARGET_PROPERTY:${ANN_LIBRARY},COMPILE_DEFINITIONS> ${ANN_NAMESPACE}=${ANN_NAMESPACE}_plain)
-    target_compile_options(${_renamed}
-      PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_COMPILE_OPTIONS>
-      PRIVATE $<TARGET_PROPERTY:${ANN_LIBRARY},COMPILE_OPTIONS>)
-    target_include_directories(${_renamed}
-      PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_INCLUDE_DIRECTORIES>
-      PRIVATE $<TARGET_PROPERTY:${ANN_LIBRARY},INCLUDE_DIRECTORIES>)
-    # Its link dependencies, private ones included: the copy is static.
-    target_link_libraries(${_renamed} PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},LINK_LIBRARIES> oa::oa)
-    set_target_properties(${_renamed} PROPERTIES POSITION_INDEPENDENT_CODE ON)
-    get_target_property(_features ${ANN_LIBRARY} COMPILE_FEATURES)
-    if(_features)
-      target_compile_features(${_renamed} PUBLIC ${_features})
+    if(_library_type STREQUAL "INTERFACE_LIBRARY" AND NOT _gpu)
+      # Header-only: the program compiles the library where it includes it,
+      # renamed by the generated headers; nothing to build again.
+      add_library(${_renamed} INTERFACE)
+      target_link_libraries(${_renamed} INTERFACE ${ANN_LIBRARY} oa::oa)
+    elseif(_library_type STREQUAL "INTERFACE_LIBRARY")
+      # Header-only with GPU sources: they alone are compiled here, with the
+      # library's usage requirements and the rename.
+      add_library(${_renamed} STATIC ${_gpu_abs})
+      target_link_libraries(${_renamed} PUBLIC ${ANN_LIBRARY} oa::oa)
+      target_compile_definitions(${_renamed} PRIVATE ${ANN_NAMESPACE}=${ANN_NAMESPACE}_plain)
+      set(_features_of ${ANN_LIBRARY} INTERFACE_COMPILE_FEATURES)
+    else()
+      get_target_property(_sources ${ANN_LIBRARY} SOURCES)
+      get_target_property(_dir ${ANN_LIBRARY} SOURCE_DIR)
+      set(_abs)
+      foreach(_s IN LISTS _sources)
+        if(IS_ABSOLUTE "${_s}" OR _s MATCHES "^\\$<")  # generator expressions as they are
+          list(APPEND _abs "${_s}")
+        else()
+          list(APPEND _abs "${_dir}/${_s}")
+        endif()
+      endforeach()
+      add_library(${_renamed} STATIC ${_abs} ${_gpu_abs})
+      # The library's own build settings, and the rename.
+      target_compile_definitions(${_renamed}
+        PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_COMPILE_DEFINITIONS>
+        PRIVATE $<TARGET_PROPERTY:${ANN_LIBRARY},COMPILE_DEFINITIONS> ${ANN_NAMESPACE}=${ANN_NAMESPACE}_plain)
+      target_compile_options(${_renamed}
+        PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_COMPILE_OPTIONS>
+        PRIVATE $<TARGET_PROPERTY:${ANN_LIBRARY},COMPILE_OPTIONS>)
+      target_include_directories(${_renamed}
+        PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},INTERFACE_INCLUDE_DIRECTORIES>
+        PRIVATE $<TARGET_PROPERTY:${ANN_LIBRARY},INCLUDE_DIRECTORIES>)
+      # Its link dependencies, private ones included: the copy is static.
+      target_link_libraries(${_renamed} PUBLIC $<TARGET_PROPERTY:${ANN_LIBRARY},LINK_LIBRARIES> oa::oa)
+      set_target_properties(${_renamed} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+      get_target_property(_features ${ANN_LIBRARY} COMPILE_FEATURES)
+      if(_features)
+        target_compile_features(${_renamed} PUBLIC ${_features})
+      endif()
+      set(_features_of ${ANN_LIBRARY} COMPILE_FEATURES)
     endif()
     if(_gpu)
+      # The kernels see the library's headers: its C++ standard, at least 17.
+      get_target_property(_features ${_features_of})
+      set(_cuda_standard 17)
+      foreach(_std 20 23)
+        if("cxx_std_${_std}" IN_LIST _features)
+          set(_cuda_standard ${_std})
+        endif()
+      endforeach()
       target_compile_definitions(${_renamed} PUBLIC OA_ANNOTATIONS_GPU=1)
-      set_target_properties(${_renamed} PROPERTIES CUDA_STANDARD 17 CUDA_STANDARD_REQUIRED ON)
+      set_target_properties(${_renamed} PROPERTIES CUDA_STANDARD ${_cuda_standard} CUDA_STANDARD_REQUIRED ON
+                                                   POSITION_INDEPENDENT_CODE ON)
       target_link_libraries(${_renamed} PUBLIC CUDA::cudart)
     endif()
   endif()

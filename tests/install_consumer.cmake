@@ -1,6 +1,7 @@
 # Installs the build to a scratch prefix, then configures, builds and runs
 # examples/consumer against it with find_package(oa): a program using oa::oa,
-# and a plain Eigen program built with oa_offload().
+# a plain Eigen program built with oa_offload(), and a program using a
+# header-only library rebuilt with oa_annotate().
 file(REMOVE_RECURSE ${WORK_DIR})
 macro(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
@@ -10,7 +11,11 @@ macro(run)
 endmacro()
 run(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${WORK_DIR}/prefix)
 run(${CMAKE_COMMAND} -S ${SOURCE_DIR}/examples/consumer -B ${WORK_DIR}/build -G ${GENERATOR}
-    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
+    -DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}")
+# The project enables no CUDA: the header-only library's GPU source is left out, and said so.
+if(NOT err MATCHES "oa_annotate\\(stats_report_offload\\): GPU_SOURCES not built")
+  message(FATAL_ERROR "no warning that the GPU sources were left out:\n${err}")
+endif()
 run(${CMAKE_COMMAND} --build ${WORK_DIR}/build)
 run(${WORK_DIR}/build/consumer)
 message(STATUS "installed oa found, linked and ran: ${out}")
@@ -33,3 +38,12 @@ if(NOT op STREQUAL "gemm" OR NOT device MATCHES "^emulated" OR peak GREATER 6553
   message(FATAL_ERROR "expected a gemm stage on the emulated device within 65536 bytes:\n${report}")
 endif()
 message(STATUS "oa_offload() from the installed package: gemm on ${device}, peak ${peak} device bytes; ${out}")
+
+# The header-only library's program and its annotated build print the same,
+# the annotated one paged through a 256 KiB emulated device (the check of
+# tests/offload_programs.cmake).
+run(${CMAKE_COMMAND} -DPLAIN=${WORK_DIR}/build/stats_report -DOFFLOADED=${WORK_DIR}/build/stats_report_offload
+    -DN=300000 "-DSET=OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_HOST_THRESHOLD=0"
+    -DREPORT=${WORK_DIR}/stats_report.json -DOP=stage "-DCALLS=stats::standardize|stats::sum" -DEXPECT=paged
+    -DSTAGES=7 -DBUDGET=262144 -P ${SOURCE_DIR}/tests/offload_programs.cmake)
+message(STATUS "oa_annotate() of a header-only library from the installed package: ${out}")

@@ -2,6 +2,7 @@
 // oa: Offload Annotations for C++. Everything a program or an annotation
 // header needs.
 #include "oa/core/annotate.hpp"
+#include "oa/core/annotated_name.hpp"
 #include "oa/core/config.hpp"
 #include "oa/core/device.hpp"
 #include "oa/core/error.hpp"

@@ -7,8 +7,8 @@
 // oa_annotate() (see ../CMakeLists.txt), its #include <geo/series.hpp> finds
 // a generated header that includes geo's with the namespace renamed
 // geo_plain (geo's sources are compiled the same way), then this file, which
-// opens namespace geo again: everything of geo_plain, except the functions
-// below, which run through oa. Qualified calls (geo::rescale(...)) reach
+// opens namespace geo again: everything of geo_plain, with the functions
+// below running through oa. Qualified calls (geo::rescale(...)) reach
 // them; an unqualified call finds geo_plain's own function by
 // argument-dependent lookup (correct, on the CPU), and is ambiguous where a
 // using-declaration brings geo's too (docs/annotating-a-library.md).
@@ -118,15 +118,25 @@ inline constexpr auto total = ::oa::annotate<"geo::total">(
 
 }  // namespace geo_oa
 
-// geo as the program sees it: the library, with these functions through oa.
-// Each runs when called, as geo's own does (its result is returned by value).
-namespace geo {
-using namespace ::geo_plain;
+// The calls programs make, with geo's signatures: each runs through oa when
+// called, as geo's own does (its result is returned by value).
+namespace geo_oa::calls {
 inline Series rescale(const Series& s, double factor) { return geo_oa::rescale(s, factor).take(); }
-inline Series calibrate(const Series& s, const Polynomial& p) { return geo_oa::calibrate(s, p).take(); }
+inline Series calibrate(const Series& s, const plain::Polynomial& p) { return geo_oa::calibrate(s, p).take(); }
 inline void clamp(Series& s, double lo, double hi) {
   geo_oa::clamp(s, lo, hi);
   ::oa::evaluate();
 }
 inline double total(const Series& s) { return geo_oa::total(s).get(); }
+}  // namespace geo_oa::calls
+
+// geo as the program sees it: the library, with these calls in front of
+// the functions they redeclare (any other overload of their names stays
+// geo's own).
+namespace geo {
+using namespace ::geo_plain;
+OA_ANNOTATED_NAME(::geo_plain, ::geo_oa::calls, rescale)
+OA_ANNOTATED_NAME(::geo_plain, ::geo_oa::calls, calibrate)
+OA_ANNOTATED_NAME(::geo_plain, ::geo_oa::calls, clamp)
+OA_ANNOTATED_NAME(::geo_plain, ::geo_oa::calls, total)
 }  // namespace geo

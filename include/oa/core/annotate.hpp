@@ -3,6 +3,7 @@
 //
 //   inline constexpr auto add = oa::annotate<"vm::add">(
 //       oa::cpu(&vm::add),                        // void(std::span<const double>, std::span<const double>, std::span<double>)
+//                                                 // (oa::cpu<R(Args...)>(&vm::f): an overload of f)
 //       oa::args(oa::in<oa::split::contiguous>, oa::in<oa::split::contiguous>,
 //                oa::out<oa::split::contiguous, std::vector<double>>),
 //       oa::device_fn(oa::elementwise(oa::ops::add{})),   // optional: a device equivalent
@@ -30,6 +31,7 @@
 #include <type_traits>
 
 #include "oa/core/bind.hpp"
+#include "oa/core/cpu_function.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/fusion.hpp"
 #include "oa/core/graph.hpp"
@@ -96,16 +98,6 @@ inline constexpr spec::arg<spec::kind::ret, Split, Result> ret{};
 /// A scalar or small object every chunk sees whole.
 template <class Value = void>
 inline constexpr spec::arg<spec::kind::in, split::broadcast, Value> scalar{};
-
-template <class F>
-struct cpu_part {
-  F f;
-};
-/// The CPU function, called on chunk views.
-template <class F>
-constexpr cpu_part<F> cpu(F f) {
-  return {f};
-}
 
 /// An element-wise device function: a functor over scalars (see oa/core/ops.hpp).
 template <class Op>
