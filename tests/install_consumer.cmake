@@ -44,6 +44,7 @@ message(STATUS "oa_offload() from the installed package: gemm on ${device}, peak
 # tests/offload_programs.cmake).
 run(${CMAKE_COMMAND} -DPLAIN=${WORK_DIR}/build/stats_report -DOFFLOADED=${WORK_DIR}/build/stats_report_offload
     -DN=300000 "-DSET=OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_HOST_THRESHOLD=0"
-    -DREPORT=${WORK_DIR}/stats_report.json -DOP=stage "-DCALLS=stats::standardize|stats::sum" -DEXPECT=paged
-    -DSTAGES=7 -DBUDGET=262144 -P ${SOURCE_DIR}/tests/offload_programs.cmake)
+    -DREPORT=${WORK_DIR}/stats_report.json -DOP=stage
+    "-DCALLS=stats::dnorm|stats::pnorm|stats::cubic|stats::standardize|stats::clamp|stats::sum" -DEXPECT=paged
+    -DSTAGES=11 -DBUDGET=262144 -P ${SOURCE_DIR}/tests/offload_programs.cmake)
 message(STATUS "oa_annotate() of a header-only library from the installed package: ${out}")

@@ -93,13 +93,17 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
                           -DOP=stage "-DCALLS=geo::rescale|geo::calibrate|geo::clamp" -DEXPECT=paged -DSTAGES=3
                           -DBUDGET=262144)
   # A header-only library's program rebuilt with its annotations: 300000
-  # samples (2.4 MB) paged through a 256 KiB device; the hand-written kernel
-  # (its emulated twin is stats' own function) and the sums (one per printed
-  # line) in chunks, the calls without a device function on the host.
+  # samples (2.4 MB) paged through a 256 KiB device, every call in chunks:
+  # the expressions, the hand-written kernel (its emulated twin is stats' own
+  # function) and the sums (one per printed line); again with
+  # OA_EMULATED_FUSED=1, where each expression is a generated kernel.
+  set(_stats_calls "-DCALLS=stats::dnorm|stats::pnorm|stats::cubic|stats::standardize|stats::clamp|stats::sum")
   oa_offload_program_test(example_stats_report_paged stats_report 300000
                           "OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_HOST_THRESHOLD=0"
-                          -DOP=stage "-DCALLS=stats::standardize|stats::sum" -DEXPECT=paged -DSTAGES=7
-                          -DBUDGET=262144)
+                          -DOP=stage "${_stats_calls}" -DEXPECT=paged -DSTAGES=11 -DBUDGET=262144)
+  oa_offload_program_test(example_stats_report_fused stats_report 300000
+                          "OA_DEVICE=emulated|OA_DEVICE_MEMORY=256KiB|OA_HOST_THRESHOLD=0|OA_EMULATED_FUSED=1"
+                          -DOP=stage "${_stats_calls}" -DEXPECT=paged -DSTAGES=11 -DBUDGET=262144)
   return()
 endif()
 

@@ -12,6 +12,7 @@
 #include "core/kernel_source.hpp"
 #include "core/planner.hpp"
 #include "support.hpp"
+#include "expression_library.hpp"
 #include "user_library/vecmath_oa.hpp"
 #include "workloads.hpp"
 
@@ -174,5 +175,35 @@ TEST_CASE("min_nan and max_nan: NaN from either side, in any order of combining;
       for (std::size_t i = 0; i + w < v.size(); i += 2 * w) v[i] = mn(v[i], v[i + w]);
     CHECK(std::isnan(fold));
     CHECK(std::isnan(v[0]));
+  }
+}
+
+TEST_CASE("an expression's operations in the fused kernel: one temporary each, repeated ones once, lazy scalars as parameters") {
+  using namespace expression_library;
+  const std::vector<double> x(300, 0.5);
+  SUBCASE("a density, then a cubic of it") {
+    auto p = cubic(density(x, 0.0, 1.0), 0.25, 1.5, -0.02, 0.001);
+    recorded_stage r;
+    REQUIRE(r.stages.size() == 1);
+    CHECK(r.layout.buffer_bytes_per_unit == 8);  // x's buffer, then the cubic's; the density stays in registers
+    CHECK(occurrences(r.kernel.code, "oa::ops::exp{}") == 1);
+    // z = (x - mean) / sd, used twice in -0.5 * z * z: computed once.
+    CHECK(occurrences(r.kernel.code, "oa::ops::sub{}") == 1);
+    CHECK(occurrences(r.kernel.code, "oa::ops::div{}") == 2);  // z, and the density
+    CHECK(occurrences(r.kernel.code, "const auto e1_") == 6);  // the cubic: 3 multiplications, 3 additions
+    check_compiles(r.kernel);
+    (void)p;
+  }
+  SUBCASE("a clamp of selects, its bound a lazy sum") {
+    std::vector<double> y = x;
+    auto hi = sum_squares(x);
+    clamp(y, 0.0, hi);
+    recorded_stage r;
+    REQUIRE(r.stages.size() == 2);  // the sum, then the clamp
+    CHECK(occurrences(r.kernel.code, "oa::ops::select{}") == 2);
+    const auto scalars = std::count_if(r.kernel.params.begin(), r.kernel.params.end(),
+                                       [](const auto& p) { return p.what == d::kernel_param::kind::scalar; });
+    CHECK(scalars == 1);
+    check_compiles(r.kernel);
   }
 }

@@ -68,9 +68,25 @@ kernel_source generate_kernel(const stage& s, const std::vector<call_node>& node
         operands.push_back("static_cast<" + o.type + ">(" + o.literal + ")");
       }
     }
-    std::string call = "oa::ops::" + d.op + "{}(";
-    for (std::size_t i = 0; i < operands.size(); ++i) call += (i ? ", " : "") + operands[i];
-    call += ")";
+    const auto apply = [](const std::string& op, const std::vector<std::string>& args) {
+      std::string c = "oa::ops::" + op + "{}(";
+      for (std::size_t i = 0; i < args.size(); ++i) c += (i ? ", " : "") + args[i];
+      return c + ")";
+    };
+    std::string call;
+    if (d.steps.empty()) {
+      call = apply(d.op, operands);
+    } else {
+      // An expression: a temporary per step, as oa::ops computes it on the host.
+      for (std::size_t k = 0; k < d.steps.size(); ++k) {
+        std::vector<std::string> in;
+        for (int j : d.steps[k].inputs)
+          in.push_back(j >= 0 ? operands.at(static_cast<std::size_t>(j))
+                              : "e" + std::to_string(p) + "_" + std::to_string(-1 - j));
+        call = "e" + std::to_string(p) + "_" + std::to_string(k);
+        body << "    const auto " << call << " = " << apply(d.steps[k].op, in) << ";\n";
+      }
+    }
     if (d.out_arg >= 0) {
       // The value written: the result of an out, the new version of a mut.
       const node_arg& a = n.args[static_cast<std::size_t>(d.out_arg)];

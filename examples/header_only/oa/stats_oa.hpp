@@ -10,11 +10,8 @@
 // it), then this file, which opens namespace stats again: the library, its
 // vector functions through oa, its functions of one value as they are.
 
-#include <algorithm>
 #include <oa/oa.hpp>
 #include <span>
-#include <utility>
-#include <vector>
 
 #include "stats_kernels.hpp"
 
@@ -31,25 +28,42 @@ using vector_fn = void(std::span<const double>, std::span<double>, double, doubl
 #define STATS_OA_GPU(f) nullptr  // built without CUDA: no GPU version
 #endif
 
-// The results of the functions writing into `out` are new lazy vectors.
+// `out`, written whole and never read, is an oa::overwrite: the caller's
+// span, its old values not copied to a device. The device functions are
+// expressions of oa::ops operations (a generic lambda over the operands: the
+// in and mut arguments, an overwrite's excepted, and the scalars, in spec
+// order), written with stats' own operations in its order: fused into one
+// kernel per chunk with the other calls of their stage, and the same bits
+// as stats' functions wherever the host evaluates them.
 inline constexpr auto dnorm = ::oa::annotate<"stats::dnorm">(
     ::oa::cpu<vector_fn>(&plain::dnorm),
-    ::oa::args(::oa::in<contiguous>("x"), ::oa::out<contiguous, std::vector<double>>("out"),
-               ::oa::scalar<double>("mean"), ::oa::scalar<double>("sd")));
+    ::oa::args(::oa::in<contiguous>("x"), ::oa::overwrite<contiguous>("out"),
+               ::oa::scalar<double>("mean"), ::oa::scalar<double>("sd")),
+    ::oa::device_fn(::oa::elementwise([](auto x, auto mean, auto sd) {
+      const auto z = (x - mean) / sd;
+      return exp(-0.5 * z * z) / (sd * plain::sqrt_2pi);
+    })));
 
 inline constexpr auto pnorm = ::oa::annotate<"stats::pnorm">(
     ::oa::cpu<vector_fn>(&plain::pnorm),
-    ::oa::args(::oa::in<contiguous>("x"), ::oa::out<contiguous, std::vector<double>>("out"),
-               ::oa::scalar<double>("mean"), ::oa::scalar<double>("sd")));
+    ::oa::args(::oa::in<contiguous>("x"), ::oa::overwrite<contiguous>("out"),
+               ::oa::scalar<double>("mean"), ::oa::scalar<double>("sd")),
+    ::oa::device_fn(::oa::elementwise(
+        [](auto x, auto mean, auto sd) { return 0.5 * (1.0 + erf((x - mean) / (sd * plain::sqrt_2))); })));
 
 inline constexpr auto cubic = ::oa::annotate<"stats::cubic">(
     ::oa::cpu(&plain::cubic),
-    ::oa::args(::oa::in<contiguous>("x"), ::oa::out<contiguous, std::vector<double>>("out"), ::oa::scalar<double>("a"),
-               ::oa::scalar<double>("b"), ::oa::scalar<double>("c"), ::oa::scalar<double>("d")));
+    ::oa::args(::oa::in<contiguous>("x"), ::oa::overwrite<contiguous>("out"), ::oa::scalar<double>("a"),
+               ::oa::scalar<double>("b"), ::oa::scalar<double>("c"), ::oa::scalar<double>("d")),
+    ::oa::device_fn(
+        ::oa::elementwise([](auto x, auto a, auto b, auto c, auto d) { return a + x * (b + x * (c + x * d)); })));
 
+// In place; a select keeps NaN a NaN, as stats' clamp does (oa::ops::min and max would not).
 inline constexpr auto clamp = ::oa::annotate<"stats::clamp">(
     ::oa::cpu<void(std::span<double>, double, double)>(&plain::clamp),
-    ::oa::args(::oa::mut<contiguous>("x"), ::oa::scalar<double>("lo"), ::oa::scalar<double>("hi")));
+    ::oa::args(::oa::mut<contiguous>("x"), ::oa::scalar<double>("lo"), ::oa::scalar<double>("hi")),
+    ::oa::device_fn(
+        ::oa::elementwise([](auto x, auto lo, auto hi) { return select(x < lo, lo, select(x > hi, hi, x)); })));
 
 // A hand-written kernel (stats_kernels.cu); the emulated device runs stats' own function.
 inline constexpr auto standardize = ::oa::annotate<"stats::standardize">(
@@ -64,25 +78,22 @@ inline constexpr auto sum = ::oa::annotate<"stats::sum">(
 
 #undef STATS_OA_GPU
 
-/// A lazy result copied into the caller's `out`, as stats' functions write it.
-inline void write_into(std::span<double> out, ::oa::lazy<std::vector<double>> result) {
-  const std::vector<double> values = std::move(result).take();
-  std::copy(values.begin(), values.end(), out.begin());
-}
-
 }  // namespace stats_oa
 
 // The calls programs make, with stats' signatures and default arguments:
 // each runs through oa when called, as stats' own does.
 namespace stats_oa::calls {
 inline void dnorm(std::span<const double> x, std::span<double> out, double mean = 0.0, double sd = 1.0) {
-  write_into(out, stats_oa::dnorm(x, mean, sd));
+  stats_oa::dnorm(x, out, mean, sd);
+  ::oa::evaluate();
 }
 inline void pnorm(std::span<const double> x, std::span<double> out, double mean = 0.0, double sd = 1.0) {
-  write_into(out, stats_oa::pnorm(x, mean, sd));
+  stats_oa::pnorm(x, out, mean, sd);
+  ::oa::evaluate();
 }
 inline void cubic(std::span<const double> x, std::span<double> out, double a, double b, double c, double d) {
-  write_into(out, stats_oa::cubic(x, a, b, c, d));
+  stats_oa::cubic(x, out, a, b, c, d);
+  ::oa::evaluate();
 }
 inline void clamp(std::span<double> x, double lo, double hi) {
   stats_oa::clamp(x, lo, hi);

@@ -33,6 +33,7 @@
 #include "oa/core/bind.hpp"
 #include "oa/core/cpu_function.hpp"
 #include "oa/core/error.hpp"
+#include "oa/core/expression.hpp"
 #include "oa/core/fusion.hpp"
 #include "oa/core/graph.hpp"
 #include "oa/core/lazy.hpp"
@@ -99,10 +100,15 @@ inline constexpr spec::arg<spec::kind::ret, Split, Result> ret{};
 template <class Value = void>
 inline constexpr spec::arg<spec::kind::in, split::broadcast, Value> scalar{};
 
-/// An element-wise device function: a functor over scalars (see oa/core/ops.hpp).
+/// An element-wise device function: one operation of oa/core/ops.hpp on the
+/// operands (the in and mut arguments, an oa::overwrite's excepted, and the
+/// scalars, in spec order), or a function that builds an expression of them
+/// from one placeholder per operand (a generic lambda; oa/core/expression.hpp).
 template <class Op>
 struct elementwise_fn {
   using op_type = Op;
+  /// An oa::ops functor (it has a name), else an expression builder.
+  static constexpr bool is_op = requires { Op::name; };
   Op op;
 };
 template <class Op>
@@ -486,6 +492,19 @@ struct check_mut_not_lazy {
   static constexpr bool value = true;
 };
 
+/// oa::elementwise(f) with f not an oa::ops operation: f must build an
+/// expression from one placeholder per operand.
+template <fixed_string Function, std::size_t Operands, bool Traceable>
+struct check_expression {
+  static_assert(Traceable,
+                "oa::elementwise(f): f is not an oa::ops operation and cannot build an expression from one "
+                "placeholder per operand (the in and mut arguments, an oa::overwrite's excepted, and the scalars, in "
+                "spec order): write it as a "
+                "generic lambda, [](auto x, auto k) { return exp(-k * x); }, of the operators and the functions of "
+                "oa::expr, unqualified (the instantiation names the function and the number of operands)");
+  static constexpr bool value = Traceable;
+};
+
 /// Views: the parameters the GPU function was tried with, after the stream.
 template <fixed_string Function, bool Callable, class Views>
 struct check_gpu_call {
@@ -657,6 +676,12 @@ class annotated {
   /// Spec K is an oa::overwrite: its old values are not an operand of the device function.
   template <std::size_t K>
   static constexpr bool overwritten = requires { spec_at<K>::overwrites; };
+  /// The operands of an element-wise device function: the in and mut
+  /// arguments (an oa::overwrite's old values excepted) and the scalars.
+  static constexpr std::size_t n_operands = []<std::size_t... K>(std::index_sequence<K...>) {
+    return (std::size_t{0} + ... +
+            ((kinds[K] == spec::kind::in || kinds[K] == spec::kind::mut) && !overwritten<K> ? 1 : 0));
+  }(std::make_index_sequence<n_specs>{});
   static constexpr std::size_t n_outs = count([](spec::kind k) { return k == spec::kind::out; });
   static constexpr std::size_t n_rets = count([](spec::kind k) { return k == spec::kind::ret; });
   static_assert(n_rets <= 1, "oa::annotate: at most one ret spec");
@@ -717,7 +742,9 @@ class annotated {
   template <std::size_t... K>
   static constexpr bool checked_declaration(std::index_sequence<K...>) {
     using sig = detail::signature_of<Cpu>;
-    if constexpr (sig::known) {
+    if constexpr (!checked_expression())
+      return false;
+    else if constexpr (sig::known) {
       static_assert(detail::check_arity<Name, n_specs - n_rets, std::tuple_size_v<typename sig::params>>::value);
       if constexpr (n_specs - n_rets != std::tuple_size_v<typename sig::params>)
         return false;
@@ -726,6 +753,14 @@ class annotated {
     } else {
       return (true && ... && check_declared<K>());
     }
+  }
+  /// An element-wise device function given as an expression builder builds one.
+  static constexpr bool checked_expression() {
+    if constexpr (has_elementwise) {
+      if constexpr (!Dev::is_op)
+        return detail::check_expression<Name, n_operands, expr::traceable<n_operands, typename Dev::op_type>>::value;
+    }
+    return true;
   }
   template <std::size_t K>
   static constexpr bool check_declared() {
@@ -1028,13 +1063,25 @@ class annotated {
       else
         k->twin = host_kernel(dev_.twin, b);
       node.kernel = std::move(k);
-    } else if constexpr (has_device) {
-      node.device_twin = make_twin(b, std::index_sequence<K...>{});
+    } else if constexpr (has_elementwise && checked_expression()) {
+      const auto op = device_op();
+      node.device_twin = make_twin(op, b, std::index_sequence<K...>{});
       auto d = std::make_shared<detail::elementwise_desc>();
-      d->op = Dev::op_type::name;
       (describe_operand<K>(*d, node, std::get<K>(b)), ...);
+      if constexpr (Dev::is_op)
+        d->op = Dev::op_type::name;
+      else
+        expr::describe(*d, op);  // after the operands, which its placeholders name
       node.elementwise = std::move(d);
     }
+  }
+  /// The element-wise device function: the oa::ops functor, or the
+  /// expression the builder makes of the operands.
+  auto device_op() const {
+    if constexpr (Dev::is_op)
+      return dev_.op;
+    else
+      return expr::trace<n_operands>(dev_.op);
   }
   /// A function with the CPU function's parameters, over one chunk: its
   /// result, with a ret spec, is the chunk's partial.
@@ -1150,11 +1197,10 @@ class annotated {
 
   // The element-wise device function over one packed chunk: operands are the
   // in and mut arguments in spec order, the result goes to the one written.
-  template <class Binders, std::size_t... K>
-  detail::kernel_fn make_twin(const Binders& b, std::index_sequence<K...>) const {
+  template <class Op, class Binders, std::size_t... K>
+  static detail::kernel_fn make_twin(const Op& op, const Binders& b, std::index_sequence<K...>) {
     static_assert(n_outs + n_rets + count([](spec::kind k) { return k == spec::kind::mut; }) == 1,
                   "oa::annotate: an element-wise device function writes exactly one out, mut or ret argument");
-    auto op = dev_.op;
     return [op, b](const detail::kernel_args& a) {
       std::size_t inner = 1;
       ((inner = part_inner(std::get<K>(b), inner)), ...);

@@ -113,8 +113,15 @@ struct elementwise_desc {
     std::string literal;   // broadcast value, as an exact C++ literal
     std::string type;      // C++ type of one element / of the value
   };
-  std::string op;                    // functor name in oa::ops
+  /// One operation of an expression (oa/core/expression.hpp):
+  /// oa::ops::<op>{}(inputs...), each input operand k (k >= 0) or step s (-1 - s).
+  struct step {
+    std::string op;
+    std::vector<int> inputs;
+  };
+  std::string op;                    // functor name in oa::ops, applied to the operands (no steps)
   std::vector<operand> operands;
+  std::vector<step> steps;           // an expression: its value is the last step's
   int out_arg = -1;                  // argument written (out or mut); -1: a reduction
   std::string out_type;              // element type written / of the partial
   std::string reduce_op;             // reduction: functor name in oa::ops ("add", "min", "max")
