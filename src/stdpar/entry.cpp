@@ -101,9 +101,9 @@ bool run(const char* algorithm, std::size_t n, Work&& work) {
     return false;
   }
   try {
-    if (!work()) return false;
-    oa::evaluate();
-    return true;
+    // `work` runs what it records before returning: calls that update the
+    // caller's memory are recorded with spans local to it.
+    return work();
   } catch (const std::exception& e) {
     // The engine left the caller's memory as it was: the standard library runs the call.
     oa::detail::note_not_offloaded(algorithm, std::string("the engine failed: ") + e.what(),
@@ -112,11 +112,13 @@ bool run(const char* algorithm, std::size_t n, Work&& work) {
   }
 }
 
-/// Writes a lazy result into the caller's range and evaluates.
+/// Writes a lazy result into the caller's range, and runs it while the span
+/// the call was recorded with (its caller's object) is alive.
 template <class T, class Lazy>
 bool into(void* out, std::size_t n, Lazy&& result) {
   auto dst = range<T>(out, n);
   copy_into<T>(dst, std::forward<Lazy>(result));
+  oa::evaluate();
   return true;
 }
 
@@ -137,8 +139,9 @@ bool sort(const char* algorithm, elem t, void* first, std::size_t n, bool descen
   return run(algorithm, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
-      auto r = range<T>(first, n);
+      auto r = range<T>(first, n);  // the calls' object: alive until they have run
       descending ? oa::stl::sort(r, std::greater<>{}) : oa::stl::sort(r, std::less<>{});
+      oa::evaluate();
       return true;
     });
   });
@@ -148,8 +151,9 @@ bool fill(const char* algorithm, elem t, void* first, std::size_t n, const void*
   return run(algorithm, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
-      auto r = range<T>(first, n);
+      auto r = range<T>(first, n);  // the call's object: alive until it has run
       oa::stl::fill(r, *static_cast<const T*>(value));
+      oa::evaluate();
       return true;
     });
   });
