@@ -20,14 +20,6 @@ namespace oa::stdpar::detail {
 
 namespace {
 
-/// out = in, element by element, into the caller's range: written whole, so
-/// its old values are not copied to a device.
-template <class T>
-inline constexpr auto copy_into = oa::annotate<"std::copy (into the caller's range)">(
-    oa::cpu([](auto& out, const auto& in) { std::copy(in.begin(), in.end(), out.begin()); }),
-    oa::args(oa::overwrite<oa::split::contiguous>("d_first"), oa::in<oa::split::contiguous>("first")),
-    oa::device_fn(oa::elementwise(oa::ops::identity{})));
-
 template <class T>
 std::span<T> range(void* p, std::size_t n) {
   return {static_cast<T*>(p), n};
@@ -88,26 +80,14 @@ bool with_reduction(op o, F&& f) {
 /// Runs `work` (which records calls and evaluates them) through the engine:
 /// false, noting why, when the call stays with the standard library.
 template <class Work>
-bool run(const char* algorithm, std::size_t n, Work&& work) {
-  // Inside an annotated function's chunk the engine cannot wait for itself.
-  if (oa::detail::in_engine_thread()) {
-    fell_back(algorithm, "called inside the engine's own work (an annotated function's chunk)");
-    return false;
-  }
-  const std::uint64_t min = oa::current_config().offload_elements_min;
-  if (n < min) {
-    oa::detail::note_not_offloaded(algorithm, "below OA_OFFLOAD_ELEMENTS_MIN (" + std::to_string(min) + " elements)",
-                                   "elements=" + std::to_string(n));
-    return false;
-  }
+bool run(const char* algorithm, family f, std::size_t n, Work&& work) {
+  if (!admit(algorithm, f, n)) return false;
   try {
     // `work` runs what it records before returning: calls that update the
     // caller's memory are recorded with spans local to it.
     return work();
   } catch (const std::exception& e) {
-    // The engine left the caller's memory as it was: the standard library runs the call.
-    oa::detail::note_not_offloaded(algorithm, std::string("the engine failed: ") + e.what(),
-                                   "elements=" + std::to_string(n));
+    engine_failed(algorithm, n, e.what());
     return false;
   }
 }
@@ -117,12 +97,38 @@ bool run(const char* algorithm, std::size_t n, Work&& work) {
 template <class T, class Lazy>
 bool into(void* out, std::size_t n, Lazy&& result) {
   auto dst = range<T>(out, n);
-  copy_into<T>(dst, std::forward<Lazy>(result));
+  oa::stl::detail::copy_into<T>(dst, std::forward<Lazy>(result));
   oa::evaluate();
   return true;
 }
 
 }  // namespace
+
+bool admit(const char* algorithm, family f, std::size_t n) {
+  // Inside an annotated function's chunk the engine cannot wait for itself.
+  if (oa::detail::in_engine_thread()) {
+    fell_back(algorithm, "called inside the engine's own work (an annotated function's chunk)");
+    return false;
+  }
+  (void)f;
+  const std::uint64_t min = oa::current_config().offload_elements_min;
+  if (n < min) {
+    oa::detail::note_not_offloaded(algorithm, "below OA_OFFLOAD_ELEMENTS_MIN (" + std::to_string(min) + " elements)",
+                                   "elements=" + std::to_string(n));
+    return false;
+  }
+  return true;
+}
+
+void engine_failed(const char* algorithm, std::size_t n, const char* what) noexcept {
+  try {
+    // The engine left the caller's memory as it was: the standard library runs the call.
+    oa::detail::note_not_offloaded(algorithm, std::string("the engine failed: ") + what,
+                                   "elements=" + std::to_string(n));
+  } catch (...) {
+    // The report misses one line; the call itself still runs.
+  }
+}
 
 void fell_back(const char* algorithm, const char* reason) noexcept {
   try {
@@ -136,7 +142,7 @@ void fell_back(const char* algorithm, const char* reason) noexcept {
 }
 
 bool sort(const char* algorithm, elem t, void* first, std::size_t n, bool descending) {
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::sort, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       auto r = range<T>(first, n);  // the calls' object: alive until they have run
@@ -148,7 +154,7 @@ bool sort(const char* algorithm, elem t, void* first, std::size_t n, bool descen
 }
 
 bool fill(const char* algorithm, elem t, void* first, std::size_t n, const void* value) {
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::elementwise, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       auto r = range<T>(first, n);  // the call's object: alive until it has run
@@ -160,7 +166,7 @@ bool fill(const char* algorithm, elem t, void* first, std::size_t n, const void*
 }
 
 bool copy(const char* algorithm, elem t, const void* in, std::size_t n, void* out) {
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::elementwise, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       return into<T>(out, n, range<T>(in, n));
@@ -170,7 +176,7 @@ bool copy(const char* algorithm, elem t, const void* in, std::size_t n, void* ou
 
 bool transform1(const char* algorithm, elem t, const void* in, std::size_t n, void* out, op f) {
   if (f != op::negate) return false;
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::elementwise, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       return into<T>(out, n, oa::stl::transform(range<T>(in, n), std::negate<>{}));
@@ -179,7 +185,7 @@ bool transform1(const char* algorithm, elem t, const void* in, std::size_t n, vo
 }
 
 bool transform2(const char* algorithm, elem t, const void* a, const void* b, std::size_t n, void* out, op f) {
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::elementwise, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       return with_arithmetic(f, [&](auto fn) {
@@ -190,7 +196,7 @@ bool transform2(const char* algorithm, elem t, const void* a, const void* b, std
 }
 
 bool reduce(const char* algorithm, elem t, const void* in, std::size_t n, op f, void* acc) {
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::reduction, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       return with_reduction(f, [&](auto fn) {
@@ -204,7 +210,7 @@ bool reduce(const char* algorithm, elem t, const void* in, std::size_t n, op f, 
 
 bool transform_reduce2(const char* algorithm, elem t, const void* a, const void* b, std::size_t n, op r, op f,
                        void* acc) {
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::reduction, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       return with_reduction(r, [&](auto rfn) {
@@ -220,7 +226,7 @@ bool transform_reduce2(const char* algorithm, elem t, const void* a, const void*
 
 bool transform_reduce1(const char* algorithm, elem t, const void* in, std::size_t n, op r, op f, void* acc) {
   if (f != op::negate) return false;
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::reduction, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       return with_reduction(r, [&](auto rfn) {
@@ -234,7 +240,7 @@ bool transform_reduce1(const char* algorithm, elem t, const void* in, std::size_
 
 bool scan(const char* algorithm, elem t, const void* in, std::size_t n, void* out, bool inclusive, const void* init,
           op f) {
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::scan, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       return with_reduction(f, [&](auto fn) {
@@ -248,7 +254,7 @@ bool scan(const char* algorithm, elem t, const void* in, std::size_t n, void* ou
 }
 
 bool count(const char* algorithm, elem t, const void* in, std::size_t n, const void* value, std::int64_t* result) {
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::reduction, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       *result = oa::stl::count(range<T>(in, n), *static_cast<const T*>(value)).get();
@@ -258,7 +264,7 @@ bool count(const char* algorithm, elem t, const void* in, std::size_t n, const v
 }
 
 bool extreme(const char* algorithm, elem t, const void* in, std::size_t n, bool largest, std::size_t* index) {
-  return run(algorithm, n, [&] {
+  return run(algorithm, family::reduction, n, [&] {
     return with_type(t, [&](auto v) {
       using T = decltype(v);
       const auto r = range<T>(in, n);

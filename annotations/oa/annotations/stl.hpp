@@ -314,6 +314,15 @@ inline constexpr auto copy = oa::annotate<"std::copy">(
     oa::args(oa::in<contiguous>("first"), oa::out<contiguous, std::vector<T>>("d_first")),
     oa::device_fn(oa::elementwise(ops::identity{})));
 
+/// out = in, element by element, into the caller's range (written whole, so
+/// its old values are not copied to a device): how a lazy result reaches a
+/// range the caller gave (oa_offload's STDPAR calls).
+template <class T>
+inline constexpr auto copy_into = oa::annotate<"std::copy (into the caller's range)">(
+    oa::cpu([](auto& out, const auto& in) { std::copy(in.begin(), in.end(), out.begin()); }),
+    oa::args(oa::overwrite<contiguous>("d_first"), oa::in<contiguous>("first")),
+    oa::device_fn(oa::elementwise(ops::identity{})));
+
 // Reductions start each chunk from the identity; the caller's init joins in
 // a call of its own (combine_init), so that no chunk needs to know it is
 // the first.

@@ -45,4 +45,16 @@ bool extreme(const char* algorithm, elem t, const void* in, std::size_t n, bool 
 /// A call the overloads left to the standard library, and why, for the report.
 void fell_back(const char* algorithm, const char* reason) noexcept;
 
+/// The kinds of call, each with its own threshold: what it costs the engine
+/// against the standard library differs by kind.
+enum class family : unsigned char { sort, elementwise, reduction, scan };
+/// Whether a call of `n` elements goes to the engine (the entries above ask
+/// it first): false, noted for the report, below the threshold of its family
+/// or inside the engine's own work (an annotated function's chunk, where the
+/// engine cannot wait for itself).
+bool admit(const char* algorithm, family f, std::size_t n);
+/// A call the engine failed (it left the caller's memory as it was), noted
+/// for the report: the caller runs the standard algorithm.
+void engine_failed(const char* algorithm, std::size_t n, const char* what) noexcept;
+
 }  // namespace oa::stdpar::detail
