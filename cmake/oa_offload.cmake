@@ -24,7 +24,10 @@
 # (oa/stdpar/overloads.hpp), so that an unmodified program's calls over
 # contiguous ranges of int32, int64, float and double with no operation or a
 # standard function object run through oa's engine, eagerly, and every other
-# call as in the plain build. The program builds as C++17 or later.
+# call as in the plain build. The program builds as C++17 or later. Its CUDA
+# sources get the wrappers too: there, compiled as C++20, the program's
+# device-callable functors (extended __host__ __device__ lambdas without
+# captures, classes marked oa_device_callable) go to the engine as well.
 #
 # It must reach every translation unit that uses Eigen, libraries of the
 # program included: a unit built without the hooks instantiates Eigen's
@@ -32,8 +35,8 @@
 # which one a product gets would depend on link order. Eigen's own
 # configuration may come as #defines in the sources before they include
 # Eigen (eigen_assert, EIGEN_DEFAULT_DENSE_INDEX_TYPE, EIGEN_MATRIX_PLUGIN,
-# ...) or as compile definitions, as in the plain build. CUDA sources of the
-# target are left as they are.
+# ...) or as compile definitions, as in the plain build. The Eigen hooks
+# leave CUDA sources of the target as they are.
 function(oa_offload target)
   cmake_parse_arguments(OFF "NO_PRODUCTS;NO_CWISE;NO_REDUCTIONS;PINNED_ALLOCATIONS;STDPAR" "PINNED_MIN" "" ${ARGN})
   if(OFF_UNPARSED_ARGUMENTS)
@@ -69,8 +72,14 @@ function(oa_offload target)
       message(FATAL_ERROR "oa_offload(${target} STDPAR): the standard-algorithm wrappers are missing "
                           "('${_stdpar}'): reinstall oa or reconfigure its build")
     endif()
-    target_include_directories(${target} BEFORE PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${_stdpar}>")
+    target_include_directories(${target} BEFORE PRIVATE "$<$<COMPILE_LANGUAGE:CXX,CUDA>:${_stdpar}>")
     target_link_libraries(${target} PRIVATE oa::stdpar)
+    # CUDA units call oa::stl themselves (a kernel over the program's functor):
+    # they see oa's headers, without C++20 forced on the target's C++ units.
+    target_include_directories(${target} PRIVATE
+      "$<$<COMPILE_LANGUAGE:CUDA>:$<TARGET_PROPERTY:oa::oa,INTERFACE_INCLUDE_DIRECTORIES>>")
+    target_compile_definitions(${target} PRIVATE
+      "$<$<COMPILE_LANGUAGE:CUDA>:$<TARGET_PROPERTY:oa::oa,INTERFACE_COMPILE_DEFINITIONS>>")
     target_compile_definitions(${target} PRIVATE OA_OFFLOAD_STDPAR=1)
   endif()
   target_compile_definitions(${target} PRIVATE OA_OFFLOAD=1)

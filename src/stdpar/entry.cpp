@@ -93,11 +93,16 @@ bool run(const char* algorithm, family f, std::size_t n, Work&& work) {
 }
 
 /// Writes a lazy result into the caller's range, and runs it while the span
-/// the call was recorded with (its caller's object) is alive.
+/// the call was recorded with (its caller's object) is alive. The result's
+/// handle is gone by then: nothing holds it, so the engine does not copy it
+/// back to the host (the caller's range is all that comes back).
 template <class T, class Lazy>
 bool into(void* out, std::size_t n, Lazy&& result) {
   auto dst = range<T>(out, n);
-  oa::stl::detail::copy_into<T>(dst, std::forward<Lazy>(result));
+  {
+    auto held = std::forward<Lazy>(result);
+    oa::stl::detail::copy_into<T>(dst, std::move(held));
+  }
   oa::evaluate();
   return true;
 }

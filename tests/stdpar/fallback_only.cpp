@@ -1,8 +1,9 @@
 // A program none of whose parallel calls oa runs (the program's own
 // callables): OA_REPORT must still list them under not_offloaded with their
 // reason (no report was written before, since nothing else had configured
-// the runtime). tests/stdpar/run_check.cmake checks the report. Exit
-// status 1 on a wrong result.
+// the runtime), a class marked device-callable among them (taken only where
+// the calling code is nvcc's). tests/stdpar/run_check.cmake checks the
+// report. Exit status 1 on a wrong result.
 
 #include <algorithm>
 #include <atomic>
@@ -11,6 +12,12 @@
 #include <execution>
 #include <vector>
 
+/// Marked device-callable, but compiled by the host compiler: no kernel over it exists.
+struct twice {
+  static constexpr bool oa_device_callable = true;
+  std::int32_t operator()(std::int32_t x) const { return 2 * x; }
+};
+
 int main() {
   namespace ex = std::execution;
   std::vector<std::int32_t> v(1000);
@@ -18,7 +25,9 @@ int main() {
   std::sort(ex::par, v.begin(), v.end(), [](std::int32_t a, std::int32_t b) { return a > b; });
   std::atomic<std::int64_t> sum{0};
   std::for_each(ex::par_unseq, v.begin(), v.end(), [&](std::int32_t x) { sum += x; });
-  const bool right = v.front() == 999 && v.back() == 0 && sum == 999 * 1000 / 2;
+  std::vector<std::int32_t> w(v.size());
+  std::transform(ex::par, v.begin(), v.end(), w.begin(), twice{});
+  const bool right = v.front() == 999 && v.back() == 0 && sum == 999 * 1000 / 2 && w.front() == 1998;
   std::printf("%s\n", right ? "right" : "WRONG");
   return right ? 0 : 1;
 }

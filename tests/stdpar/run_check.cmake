@@ -2,7 +2,9 @@
 # (cmake -P): libstdc++'s pstl tests (tests/stdpar/libstdcxx.cmake) and the
 # regressions of tests/CMakeLists.txt.
 #   -DPROGRAM=<exe> -DDEVICE=host|emulated -DREPORT=<json> [-DMEMORY=<budget>]
-#   [-DSTAGES=<stage names>] [-DDECLINED=<"op: reason" starts>]
+#   [-DSTAGES=<stage names>] [-DDECLINED=<"op: reason" starts>] [-DON_GPU=1]
+# ON_GPU: where OA_TEST_REQUIRE_GPU=1 (bench/gpu_check.sh), the CUDA device
+# with the same MEMORY budget takes the emulated one's place.
 # Every call oa takes goes through the engine, however small
 # (OA_OFFLOAD_ELEMENTS_MIN=0); on the emulated device with a MEMORY budget
 # and no host shortcut (OA_HOST_THRESHOLD=0). Fails when the program exits
@@ -15,14 +17,17 @@
 cmake_policy(VERSION 3.25)
 set(ENV{OA_OFFLOAD_ELEMENTS_MIN} 0)
 set(ENV{OA_REPORT} ${REPORT})
+if(ON_GPU AND DEVICE STREQUAL "emulated" AND "$ENV{OA_TEST_REQUIRE_GPU}" STREQUAL "1")
+  set(DEVICE cuda)
+endif()
 if(DEVICE STREQUAL "host")
   set(ENV{OA_DEVICE} host)
-elseif(DEVICE STREQUAL "emulated" AND MEMORY)
-  set(ENV{OA_DEVICE} emulated)
+elseif(DEVICE MATCHES "^(emulated|cuda)$" AND MEMORY)
+  set(ENV{OA_DEVICE} ${DEVICE})
   set(ENV{OA_DEVICE_MEMORY} ${MEMORY})
   set(ENV{OA_HOST_THRESHOLD} 0)
 else()
-  message(FATAL_ERROR "run_check.cmake: DEVICE '${DEVICE}' is neither host nor emulated with a MEMORY budget")
+  message(FATAL_ERROR "run_check.cmake: DEVICE '${DEVICE}' is neither host nor emulated (or cuda) with a MEMORY budget")
 endif()
 file(REMOVE ${REPORT})
 execute_process(COMMAND ${PROGRAM} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)

@@ -290,6 +290,30 @@ inline constexpr auto transform2_callable = oa::annotate<"std::transform (binary
                             b.data(), out.data(), f);
         }))));
 
+// The same, written into a range the caller gave (oa_offload's STDPAR), one
+// stage: its old values are not copied in, no intermediate crosses the link.
+// The range must not overlap the inputs.
+template <class F>
+inline constexpr auto transform1_callable_into = oa::annotate<"std::transform (into the caller's range)">(
+    oa::cpu([](auto& out, const auto& in, const F& f) { std::transform(in.begin(), in.end(), out.begin(), f); }),
+    oa::args(oa::overwrite<contiguous>("d_first"), oa::in<contiguous>("first"), oa::scalar<F>("unary_op")),
+    oa::device_fn(oa::kernel(OA_STL_GPU_NVCC([](const stream_view& s, const auto& out, const auto& in, const F& f) {
+      thrust::transform(thrust::cuda::par_nosync.on(oa::cuda::native_stream(s)), in.data(), in.data() + in.size(),
+                        out.data(), f);
+    }))));
+template <class F>
+inline constexpr auto transform2_callable_into = oa::annotate<"std::transform (binary, into the caller's range)">(
+    oa::cpu([](auto& out, const auto& a, const auto& b, const F& f) {
+      std::transform(a.begin(), a.end(), b.begin(), out.begin(), f);
+    }),
+    oa::args(oa::overwrite<contiguous>("d_first"), oa::in<contiguous>("first1"), oa::in<contiguous>("first2"),
+             oa::scalar<F>("binary_op")),
+    oa::device_fn(oa::kernel(
+        OA_STL_GPU_NVCC([](const stream_view& s, const auto& out, const auto& a, const auto& b, const F& f) {
+          thrust::transform(thrust::cuda::par_nosync.on(oa::cuda::native_stream(s)), a.data(), a.data() + a.size(),
+                            b.data(), out.data(), f);
+        }))));
+
 template <class F>
 inline constexpr auto for_each = oa::annotate<"std::for_each">(
     oa::cpu([](auto& range, const F& f) { std::for_each(range.begin(), range.end(), f); }),

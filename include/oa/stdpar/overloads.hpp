@@ -150,8 +150,59 @@ std::ptrdiff_t extent(const It& first, const It& last) {
   return static_cast<std::ptrdiff_t>(last - first);
 }
 
-inline constexpr const char* not_standard_op = "the operation is not a standard function object oa runs";
+// ---- the program's device-callable functors ---------------------------------
+
+/// A class marked device-callable (`static constexpr bool oa_device_callable = true;`).
+template <class F, class = void>
+struct marked_device_callable : std::false_type {};
+template <class F>
+struct marked_device_callable<F, std::void_t<decltype(F::oa_device_callable)>>
+    : std::bool_constant<static_cast<bool>(F::oa_device_callable)> {};
+
+template <class F>
+inline constexpr bool device_callable_v = marked_device_callable<F>::value
+#if defined(__CUDACC__) && defined(__CUDACC_EXTENDED_LAMBDA__)
+                                          || __nv_is_extended_host_device_lambda_closure_type(F)
+#endif
+    ;
+
+/// Device-callable functors go to the engine where the calling code is
+/// nvcc's, as C++20 (oa/stdpar/callables.hpp): a marked class, or a lambda
+/// without captures.
+#if defined(__CUDACC__) && __cplusplus >= 202002L
+#define OA_STDPAR_CALLABLES 1
+#else
+#define OA_STDPAR_CALLABLES 0
+#endif
+template <class F>
+inline constexpr bool callable_taken_v =
+    OA_STDPAR_CALLABLES && device_callable_v<F> && (marked_device_callable<F>::value || std::is_empty_v<F>);
+
 inline constexpr const char* callable = "a callable of the program's: runs where the standard library runs it";
+/// Why a callable of the program's stays with the standard library.
+template <class F>
+constexpr const char* callable_reason() {
+  if (!device_callable_v<F>) return callable;
+  if (!OA_STDPAR_CALLABLES)
+    return "a device-callable functor: taken where the calling code is compiled by nvcc as C++20";
+  return "a lambda with captures: what it captures (a pointer into the program's memory) may not be reachable "
+         "from a device";
+}
+
+template <class In, class Out, class F>
+bool try_transform_callable(const In& first, std::ptrdiff_t n, const Out& d_first, const F& f);
+template <class In1, class In2, class Out, class F>
+bool try_transform_callable(const In1& first1, std::ptrdiff_t n, const In2& first2, const Out& d_first, const F& f);
+template <class It, class F>
+bool try_for_each_callable(const char* algorithm, const It& first, std::ptrdiff_t n, const F& f);
+template <class It, class P>
+bool try_count_if_callable(const It& first, std::ptrdiff_t n, const P& p, std::int64_t& result);
+template <class It1, class It2, class T, class R, class F>
+bool try_transform_reduce_callable(const It1& first1, std::ptrdiff_t n, const It2& first2, T& acc, const F& f);
+template <class It, class T, class R, class F>
+bool try_transform_reduce_callable(const It& first, std::ptrdiff_t n, T& acc, const F& f);
+
+inline constexpr const char* not_standard_op = "the operation is not a standard function object oa runs";
 inline constexpr const char* other_init = "init is not of the element type";
 inline constexpr const char* floating_extreme =
     "floating point: the position of an extreme among NaNs is the standard library's";
@@ -185,11 +236,13 @@ bool try_copy(const char* algorithm, const In& first, std::ptrdiff_t n, const Ou
 }
 
 template <class In, class Out, class F>
-bool try_transform(const In& first, const In& last, const Out& d_first, const F&) {
+bool try_transform(const In& first, const In& last, const Out& d_first, const F& f) {
   using T = element_t<In>;
   const std::ptrdiff_t n = extent(first, last);
-  if constexpr (!op_in<F, T, op::negate>()) {
-    fell_back("std::transform", op_of<F, T>::value ? not_standard_op : callable);
+  if constexpr (callable_taken_v<F>) {
+    return try_transform_callable(first, n, d_first, f);
+  } else if constexpr (!op_in<F, T, op::negate>()) {
+    fell_back("std::transform", op_of<F, T>::value ? not_standard_op : callable_reason<F>());
     return false;
   } else {
     return n >= 0 && transform1("std::transform", elem_of<T>(), address_of(first), static_cast<std::size_t>(n),
@@ -198,11 +251,13 @@ bool try_transform(const In& first, const In& last, const Out& d_first, const F&
 }
 
 template <class In1, class In2, class Out, class F>
-bool try_transform(const In1& first1, const In1& last1, const In2& first2, const Out& d_first, const F&) {
+bool try_transform(const In1& first1, const In1& last1, const In2& first2, const Out& d_first, const F& f) {
   using T = element_t<In1>;
   const std::ptrdiff_t n = extent(first1, last1);
-  if constexpr (!op_in<F, T, op::plus, op::minus, op::multiplies, op::divides>()) {
-    fell_back("std::transform (binary)", op_of<F, T>::value ? not_standard_op : callable);
+  if constexpr (callable_taken_v<F>) {
+    return try_transform_callable(first1, n, first2, d_first, f);
+  } else if constexpr (!op_in<F, T, op::plus, op::minus, op::multiplies, op::divides>()) {
+    fell_back("std::transform (binary)", op_of<F, T>::value ? not_standard_op : callable_reason<F>());
     return false;
   } else {
     return n >= 0 && transform2("std::transform (binary)", elem_of<T>(), address_of(first1), address_of(first2),
@@ -227,15 +282,20 @@ bool try_reduce(const It& first, const It& last, Init& acc, const F&) {
 }
 
 template <class It1, class It2, class Init, class R, class F>
-bool try_transform_reduce(const It1& first1, const It1& last1, const It2& first2, Init& acc, const R&, const F&) {
+bool try_transform_reduce(const It1& first1, const It1& last1, const It2& first2, Init& acc, const R&, const F& f) {
   using T = element_t<It1>;
   const std::ptrdiff_t n = extent(first1, last1);
   if constexpr (!std::is_same_v<Init, T>) {
     fell_back("std::transform_reduce", other_init);
     return false;
+  } else if constexpr (op_in<R, T, op::plus, op::multiplies>() && callable_taken_v<F>) {
+    return try_transform_reduce_callable<It1, It2, T, R>(first1, n, first2, acc, f);
   } else if constexpr (!op_in<R, T, op::plus, op::multiplies>() ||
                        !op_in<F, T, op::plus, op::minus, op::multiplies, op::divides>()) {
-    fell_back("std::transform_reduce", op_of<R, T>::value && op_of<F, T>::value ? not_standard_op : callable);
+    fell_back("std::transform_reduce",
+              op_of<R, T>::value && op_of<F, T>::value ? not_standard_op
+              : op_of<R, T>::value                     ? callable_reason<F>()
+                                                       : callable);
     return false;
   } else {
     return n >= 0 && transform_reduce2("std::transform_reduce", elem_of<T>(), address_of(first1), address_of(first2),
@@ -244,14 +304,19 @@ bool try_transform_reduce(const It1& first1, const It1& last1, const It2& first2
 }
 
 template <class It, class Init, class R, class F>
-bool try_transform_reduce(const It& first, const It& last, Init& acc, const R&, const F&) {
+bool try_transform_reduce(const It& first, const It& last, Init& acc, const R&, const F& f) {
   using T = element_t<It>;
   const std::ptrdiff_t n = extent(first, last);
   if constexpr (!std::is_same_v<Init, T>) {
     fell_back("std::transform_reduce (unary)", other_init);
     return false;
+  } else if constexpr (op_in<R, T, op::plus, op::multiplies>() && callable_taken_v<F>) {
+    return try_transform_reduce_callable<It, T, R>(first, n, acc, f);
   } else if constexpr (!op_in<R, T, op::plus, op::multiplies>() || !op_in<F, T, op::negate>()) {
-    fell_back("std::transform_reduce (unary)", op_of<R, T>::value && op_of<F, T>::value ? not_standard_op : callable);
+    fell_back("std::transform_reduce (unary)",
+              op_of<R, T>::value && op_of<F, T>::value ? not_standard_op
+              : op_of<R, T>::value                     ? callable_reason<F>()
+                                                       : callable);
     return false;
   } else {
     return n >= 0 && transform_reduce1("std::transform_reduce (unary)", elem_of<T>(), address_of(first),
@@ -286,6 +351,26 @@ bool try_count(const It& first, const It& last, const V& value, std::int64_t& re
     return false;
   } else {
     return n >= 0 && count("std::count", elem_of<T>(), address_of(first), static_cast<std::size_t>(n), &value, &result);
+  }
+}
+
+template <class It, class F>
+bool try_for_each(const char* algorithm, const It& first, std::ptrdiff_t n, const F& f) {
+  if constexpr (callable_taken_v<F>) {
+    return try_for_each_callable(algorithm, first, n, f);
+  } else {
+    fell_back(algorithm, callable_reason<F>());
+    return false;
+  }
+}
+
+template <class It, class P>
+bool try_count_if(const It& first, const It& last, const P& p, std::int64_t& result) {
+  if constexpr (callable_taken_v<P>) {
+    return try_count_if_callable(first, extent(first, last), p, result);
+  } else {
+    fell_back("std::count_if", callable_reason<P>());
+    return false;
   }
 }
 
@@ -328,6 +413,10 @@ bool try_extreme(const char* algorithm, const It& first, const It& last, bool la
 
 // The standard library's own overload, by its template arguments.
 #define OA_STDPAR_LIB(ALG, P, ...) ::std::ALG<const ::std::decay_t<P>&, __VA_ARGS__>
+
+#if OA_STDPAR_CALLABLES
+#include "oa/stdpar/callables.hpp"
+#endif
 
 #include "oa/stdpar/overloads_algorithm.inc"
 #include "oa/stdpar/overloads_numeric.inc"
