@@ -130,6 +130,11 @@ void check_device(const std::string& name, const std::string& what) {
     fail(what, "unknown device '" + name + "' (use auto, host, emulated or cuda, exactly: lower case, no spaces)");
 }
 
+void check_placement(const std::string& name, const std::string& what) {
+  if (name != "threshold" && name != "cost")
+    fail(what, "unknown placement '" + name + "' (use threshold or cost, exactly: lower case, no spaces)");
+}
+
 void check_cuda_staging(const std::string& name, const std::string& what) {
   if (name != "register" && name != "pinned")
     fail(what, "unknown staging '" + name + "' (use pinned or register, exactly: lower case, no spaces)");
@@ -281,6 +286,12 @@ const setting settings[] = {
     {"host_threshold", "OA_HOST_THRESHOLD",
      [](config& c, const std::string& t, const std::string& w) { c.host_threshold = parse_bytes(t, w); },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.host_threshold = json_bytes(v, w); }, no_check},
+    {"placement", "OA_PLACEMENT", [](config& c, const std::string& t, const std::string&) { c.placement = t; },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.placement = json_string(v, w); },
+     [](const config& c, const std::string& w) { check_placement(c.placement, w); }},
+    {"perf_models", "OA_PERF_MODELS", [](config& c, const std::string& t, const std::string&) { c.perf_models = t; },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.perf_models = json_string(v, w); },
+     [](const config& c, const std::string& w) { check_writable(c.perf_models, w); }},
     {"report", "OA_REPORT", [](config& c, const std::string& t, const std::string&) { c.report = t; },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.report = json_string(v, w); },
      [](const config& c, const std::string& w) { check_writable(c.report, w); }},

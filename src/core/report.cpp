@@ -107,6 +107,7 @@ nlohmann::json to_json(const stage_report& s) {
           {"dims", s.dims.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.dims)},
           {"device", s.device},
           {"placement", s.placement_reason},
+          {"predicted_seconds", s.predicted_seconds},
           {"units", s.units},
           {"chunk_units", s.chunk_units},
           {"chunks", s.chunks},

@@ -10,6 +10,8 @@
 #include <unordered_set>
 
 #include "core/executor.hpp"
+#include "core/perf_model.hpp"
+#include "core/placer.hpp"
 #include "core/planner.hpp"
 #include "core/residency.hpp"
 #include "core/stage_plan.hpp"
@@ -49,6 +51,12 @@ struct runtime_state {
   std::exception_ptr device_error;
   std::unique_ptr<device> host;
   run_log log;
+  // OA_PLACEMENT=cost: the models, read from models_file once (the setting
+  // may change between evaluations), written back when they learned.
+  perf_models models;
+  std::string models_file;
+  bool models_read = false;
+  bool models_learned = false;
   bool announced = false;
   // What the Eigen hooks read on every call, without waiting for an
   // evaluation that holds `mutex`: the threshold, and their own log.
@@ -575,6 +583,19 @@ void evaluate(graph& g) {
 
   std::vector<trace_event> trace;
   budget_too_small too_small;
+  const bool by_cost = c.placement == "cost";
+  std::exception_ptr models_error;  // every stage fails with it: the caller named a file oa cannot use
+  if (by_cost && (!st.models_read || st.models_file != c.perf_models)) {
+    st.models = perf_models{};
+    st.models_file = c.perf_models;
+    st.models_read = true;
+    try {
+      if (!c.perf_models.empty()) st.models.load(c.perf_models);
+    } catch (...) {
+      models_error = std::current_exception();
+      st.models_read = false;
+    }
+  }
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const stage& s = stages[i];
     run_options opt;
@@ -585,10 +606,17 @@ void evaluate(graph& g) {
     opt.stage_name = "stage " + std::to_string(i + 1) + "/" + std::to_string(stages.size());
     opt.trace = c.trace.empty() ? nullptr : &trace;
     try {
+      if (models_error) std::rethrow_exception(models_error);
       device& dev = device_locked(st);
       device& host = host_locked(st);
       runtime_state::device_entry& target = st.first();
-      const placement place = place_stage(s, nodes, needed, dev, host, c.host_threshold, target.failed);
+      placement place = place_stage(s, nodes, needed, dev, host, by_cost ? 0 : c.host_threshold, target.failed);
+      stage_cost cost;
+      double predicted = 0;
+      if (by_cost) {
+        cost = cost_of(s, nodes, needed, target.resident.get());
+        place = place_by_cost(cost, place, host, st.models, predicted);
+      }
       device* where = place.where;
       opt.placement_reason = place.reason;
       if (place.smallest_budget) too_small.add(target, c, describe(s, nodes), place.smallest_budget);
@@ -598,6 +626,11 @@ void evaluate(graph& g) {
       stage_report rep = s.contraction ? run_contraction(s, nodes, *where, host, opt)
                                        : run_stage(s, nodes, needed, *where, host, opt);
       rep.evicted_bytes = target.resident->evicted_bytes() - evicted_before;
+      rep.predicted_seconds = predicted;
+      if (by_cost) {
+        learn(st.models, cost, *where, host, rep);
+        st.models_learned = true;
+      }
       // A report's device_fault is a sticky fault (a CUDA kernel fault,
       // OA_FAIL_STICKY): the device is lost, its unfinished chunks or tiles
       // ran on the host, and later stages stay there. After a transient fault
@@ -624,6 +657,15 @@ void evaluate(graph& g) {
     if (opt.trace) st.log.add_trace(trace);
   }
   if (!st.devices.empty()) too_small.say(c, st.origin, *st.first().dev);
+  if (st.models_learned && !st.models_file.empty()) {
+    st.models_learned = false;
+    try {
+      st.models.save(st.models_file);
+    } catch (const std::exception& e) {
+      // The run goes on with the models in memory; the file is the user's to fix.
+      std::fprintf(stderr, "oa: %s\n", e.what());
+    }
+  }
   // No later stage of this evaluation reads a copy: those the host holds too
   // are kept for later evaluations.
   for (auto& d : st.devices) {

@@ -22,6 +22,11 @@ struct config {
   int streams = 0;                      // OA_STREAMS: 1-64; 0 = device default
   std::size_t chunk_bytes = 0;          // OA_CHUNK_BYTES: override of the planner; 0 = planned
   std::size_t host_threshold = std::size_t{1} << 20;  // OA_HOST_THRESHOLD: stages whose data is smaller run on the host device
+  // OA_PLACEMENT: threshold (OA_HOST_THRESHOLD decides between the host and
+  // the device) or cost (the side predicted to finish first, from models of
+  // the times measured so far: src/core/placer.hpp).
+  std::string placement = "threshold";
+  std::string perf_models;              // OA_PERF_MODELS: file the cost models are read from and kept in; empty: this run only
   std::string report;                   // OA_REPORT: JSON run report written at exit
   std::string trace;                    // OA_TRACE: Chrome/Perfetto trace written at exit
   double link_gbps = 0;                 // OA_LINK_GBPS: emulated link, GB/s (1e9 bytes/s) per direction, at most 1e6; 0 = unthrottled

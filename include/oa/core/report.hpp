@@ -41,6 +41,7 @@ struct stage_report {
   double drain_seconds = 0;
   double prefault_seconds = 0;
   double seconds = 0;               // wall time of the stage
+  double predicted_seconds = 0;     // OA_PLACEMENT=cost: the time predicted where it ran (0: calibrating, or not by cost)
   std::string error;                // first error of a call in the stage, if any
   std::string tiling;               // contractions: the tile plan ("C tiles 2048x2048 (2x2), k steps of 512 (8), ...")
 };

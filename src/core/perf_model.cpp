@@ -1,0 +1,113 @@
+#include "core/perf_model.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "oa/core/error.hpp"
+
+namespace oa::detail {
+
+namespace {
+
+std::string key_of(const std::string& op, const std::string& device) { return device + "\n" + op; }
+
+int bucket_of(double bytes) { return static_cast<int>(std::lround(2 * std::log2(std::max(bytes, 1.0)))); }
+
+}  // namespace
+
+void perf_models::record(const std::string& op, const std::string& device, double bytes, double seconds) {
+  if (!(seconds > 0) || !std::isfinite(seconds) || !(bytes > 0)) return;
+  bucket& b = models_[key_of(op, device)][bucket_of(bytes)];
+  ++b.n;
+  b.bytes += (bytes - b.bytes) / static_cast<double>(b.n);
+  b.seconds += (seconds - b.seconds) / static_cast<double>(b.n);
+}
+
+std::size_t perf_models::samples(const std::string& op, const std::string& device) const {
+  auto it = models_.find(key_of(op, device));
+  if (it == models_.end()) return 0;
+  std::size_t n = 0;
+  for (const auto& [i, b] : it->second) n += b.n;
+  return n;
+}
+
+std::optional<double> perf_models::predict(const std::string& op, const std::string& device, double bytes) const {
+  auto it = models_.find(key_of(op, device));
+  if (it == models_.end() || it->second.empty()) return std::nullopt;
+  const history& h = it->second;
+  bytes = std::max(bytes, 1.0);
+  // A bucket measured at this size: its mean, scaled to the bytes asked for.
+  if (auto b = h.find(bucket_of(bytes)); b != h.end()) return b->second.seconds * bytes / b->second.bytes;
+  if (h.size() == 1) {
+    const bucket& b = h.begin()->second;
+    return b.seconds * bytes / b.bytes;
+  }
+  // log t = log a + e log bytes, least squares over the buckets' means; the
+  // exponent kept within [0, 2] (no work shrinks with its size, none is
+  // worse than quadratic among stages).
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = static_cast<double>(h.size());
+  for (const auto& [i, b] : h) {
+    const double x = std::log(b.bytes), y = std::log(b.seconds);
+    sx += x, sy += y, sxx += x * x, sxy += x * y;
+  }
+  const double den = n * sxx - sx * sx;
+  double e = den > 0 ? (n * sxy - sx * sy) / den : 1.0;
+  e = std::clamp(e, 0.0, 2.0);
+  const double log_a = (sy - e * sx) / n;
+  return std::exp(log_a + e * std::log(bytes));
+}
+
+void perf_models::load(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    if (errno == ENOENT) return;  // no history yet: calibrated on first use
+    throw error("OA_PERF_MODELS: cannot read '" + path + "': " + std::strerror(errno));
+  }
+  nlohmann::json j;
+  try {
+    in >> j;
+    if (!j.is_object() || !j.contains("models") || !j["models"].is_array())
+      throw error("no \"models\" array at the top");
+    for (const auto& m : j["models"]) {
+      const std::string op = m.at("op").get<std::string>();
+      const std::string device = m.at("device").get<std::string>();
+      history& h = models_[key_of(op, device)];
+      for (const auto& s : m.at("sizes")) {
+        bucket b{s.at("bytes").get<double>(), s.at("seconds").get<double>(), s.at("samples").get<std::size_t>()};
+        if (!(b.bytes > 0) || !(b.seconds > 0) || b.n == 0) throw error("a size with no positive bytes, seconds and samples");
+        h[bucket_of(b.bytes)] = b;
+      }
+    }
+  } catch (const std::exception& e) {
+    throw error("OA_PERF_MODELS: '" + path + "' is not a file of oa's performance models: " + e.what());
+  }
+}
+
+void perf_models::save(const std::string& path) const {
+  nlohmann::json models = nlohmann::json::array();
+  for (const auto& [key, h] : models_) {
+    const auto cut = key.find('\n');
+    nlohmann::json sizes = nlohmann::json::array();
+    for (const auto& [i, b] : h) sizes.push_back({{"bytes", b.bytes}, {"seconds", b.seconds}, {"samples", b.n}});
+    models.push_back({{"device", key.substr(0, cut)}, {"op", key.substr(cut + 1)}, {"sizes", std::move(sizes)}});
+  }
+  const nlohmann::json j = {{"format", "oa performance models 1"}, {"models", std::move(models)}};
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump(1) << '\n';
+    if (!out) throw error("OA_PERF_MODELS: cannot write '" + tmp + "': " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw error("OA_PERF_MODELS: cannot replace '" + path + "': " + std::strerror(errno));
+}
+
+}  // namespace oa::detail

@@ -1,0 +1,80 @@
+#include "core/placer.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "core/residency.hpp"
+
+namespace oa::detail {
+
+stage_cost cost_of(const stage& s, const std::vector<call_node>& nodes,
+                   const std::unordered_set<const value_state*>& needed_on_host, residency* resident) {
+  stage_cost c;
+  for (int n : s.calls) {
+    if (!c.op.empty()) c.op += " + ";
+    c.op += nodes[static_cast<std::size_t>(n)].name;
+  }
+  if (s.contraction) {
+    const contraction_desc& d = *nodes[static_cast<std::size_t>(s.calls.front())].contraction;
+    c.in_bytes = static_cast<double>((d.m * d.k + d.k * d.n) * d.elem_bytes);
+    c.out_bytes = static_cast<double>(d.m * d.n * d.elem_bytes);
+    c.bytes = c.in_bytes + c.out_bytes;
+    return c;
+  }
+  const stage_layout L = layout_stage(s, nodes, placement_mode::staged, needed_on_host);
+  const double units = static_cast<double>(s.units);
+  for (const stage_value& v : L.values) {
+    const double bytes = units * static_cast<double>(v.v->shape.unit_bytes());
+    if (v.cls == value_class::temporary) continue;
+    c.bytes += bytes;
+    if (v.cls == value_class::output)
+      c.out_bytes += bytes;
+    else if (v.loaded && !(resident && resident->find(v.v)))
+      c.in_bytes += bytes;
+  }
+  return c;
+}
+
+namespace {
+
+std::string seconds_text(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g ms", s * 1e3);
+  return buf;
+}
+
+}  // namespace
+
+placement place_by_cost(const stage_cost& c, const placement& capable, device& host, const perf_models& models,
+                        double& predicted_seconds) {
+  predicted_seconds = 0;
+  device& dev = *capable.where;
+  if (&dev == &host || dev.kind() == device_kind::host) return capable;
+  const auto on_device = models.predict(c.op, dev.name(), c.bytes);
+  if (!on_device) return {&dev, "cost model: calibrating '" + c.op + "' on " + dev.name()};
+  const auto on_host = models.predict(c.op, host.name(), c.bytes);
+  if (!on_host) return {&host, "cost model: calibrating '" + c.op + "' on the host"};
+  // The copies overlap the kernels in a pipelined stage: the busiest of the
+  // three engines sets its time, plus one chunk's latency each way.
+  const device_rates r = dev.rates();
+  const double in = r.h2d > 0 ? c.in_bytes / r.h2d : 0, out = r.d2h > 0 ? c.out_bytes / r.d2h : 0;
+  const double device_seconds = std::max({*on_device, in, out}) + 2 * r.op_latency;
+  const std::string both = "cost model: host " + seconds_text(*on_host) + ", " + dev.name() + " " +
+                           seconds_text(device_seconds) + " (predicted)";
+  if (*on_host <= device_seconds) {
+    predicted_seconds = *on_host;
+    return {&host, both};
+  }
+  predicted_seconds = device_seconds;
+  return {&dev, both};
+}
+
+void learn(perf_models& models, const stage_cost& c, const device& where, const device& host,
+           const stage_report& rep) {
+  if (!rep.error.empty() || !rep.device_fault.empty() || rep.host_reruns > 0) return;
+  const bool on_host = &where == &host || where.kind() == device_kind::host;
+  models.record(c.op, where.name(), c.bytes, on_host ? rep.seconds : rep.compute_seconds);
+}
+
+}  // namespace oa::detail

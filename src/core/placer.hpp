@@ -1,0 +1,41 @@
+#pragma once
+// Where a stage runs when OA_PLACEMENT=cost: on the device a stage's
+// capabilities allow (stage_plan.hpp's place_stage, without a size
+// threshold) or on the host, whichever is predicted to finish first. The
+// host's time is its model's (perf_model.hpp); the device's is its model of
+// the compute engine's busy time beside the copies the link model predicts
+// for the bytes not already resident there, as a pipelined stage overlaps
+// them (StarPU's dmda, alpha T_exec + beta T_transfer, for two units). A
+// side never measured for a kind of stage runs it once first (calibration).
+
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "core/perf_model.hpp"
+#include "core/stage_plan.hpp"
+
+namespace oa::detail {
+
+/// What cost placement knows of a stage before it runs.
+struct stage_cost {
+  std::string op;        // the model's key: the stage's calls
+  double bytes = 0;      // bytes it touches
+  double in_bytes = 0;   // to copy to the device: inputs not resident there
+  double out_bytes = 0;  // to copy back
+};
+stage_cost cost_of(const stage& s, const std::vector<call_node>& nodes,
+                   const std::unordered_set<const value_state*>& needed_on_host, residency* resident);
+
+/// `capable` is the placement without a threshold; with its device the
+/// host's, returns it. Otherwise the side predicted to finish first, its
+/// prediction in `predicted_seconds` (0 while calibrating).
+placement place_by_cost(const stage_cost& c, const placement& capable, device& host, const perf_models& models,
+                        double& predicted_seconds);
+
+/// The time a model learns from a stage that ran on `where`: the wall time
+/// on the host, the compute engine's busy time on a device.
+void learn(perf_models& models, const stage_cost& c, const device& where, const device& host,
+           const stage_report& rep);
+
+}  // namespace oa::detail

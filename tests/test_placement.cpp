@@ -1,0 +1,146 @@
+// Placement by cost (OA_PLACEMENT=cost): the performance models (history by
+// size, a power law between sizes, kept in a file), and stages placed where
+// they are predicted to finish first, with no threshold set.
+
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <oa/annotations/stl.hpp>
+
+#include "core/perf_model.hpp"
+#include "oa/core/error.hpp"
+#include "support.hpp"
+
+using oa::detail::perf_models;
+using oa_test::config_scope;
+
+namespace {
+
+std::string temp_path(const char* name) {
+  return (std::filesystem::temp_directory_path() / (std::string("oa_test_placement_") + name)).string();
+}
+
+std::vector<double> ramp(std::size_t n, double scale) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * static_cast<double>(i % 1000);
+  return v;
+}
+
+/// One binary transform of n doubles, evaluated: its stage's report.
+oa::stage_report add(std::size_t n) {
+  const auto a = ramp(n, 1.0), b = ramp(n, 0.5);
+  oa::clear_reports();
+  std::vector<double> want(n);
+  for (std::size_t i = 0; i < n; ++i) want[i] = a[i] + b[i];
+  CHECK(oa::stl::transform(a, b, std::plus<>{}).get() == want);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 1);
+  return reps.front();
+}
+
+}  // namespace
+
+TEST_CASE("performance models: the mean of a size measured, a power law between sizes, kept in a file") {
+  perf_models m;
+  CHECK(!m.predict("f", "host", 1e6));
+  m.record("f", "host", 1e4, 1e-5);
+  m.record("f", "host", 1e4, 3e-5);
+  CHECK(m.samples("f", "host") == 2);
+  CHECK(*m.predict("f", "host", 1e4) == doctest::Approx(2e-5));
+  CHECK(*m.predict("f", "host", 4e4) == doctest::Approx(8e-5));  // one size alone: in proportion to bytes
+  m.record("f", "host", 1e6, 4e-3);                              // 2e-5 at 1e4, 4e-3 at 1e6: t ~ bytes^1.15
+  CHECK(*m.predict("f", "host", 1e8) == doctest::Approx(0.8).epsilon(0.01));
+  CHECK(!m.predict("f", "emulated", 1e4));  // per device
+  CHECK(!m.predict("g", "host", 1e4));      // per kind of stage
+  m.record("f", "host", 1e4, -1);           // not a measurement
+  CHECK(m.samples("f", "host") == 3);
+
+  const std::string path = temp_path("models.json");
+  m.save(path);
+  perf_models back;
+  back.load(path);
+  CHECK(back.samples("f", "host") == 3);
+  CHECK(*back.predict("f", "host", 1e8) == doctest::Approx(*m.predict("f", "host", 1e8)));
+  std::filesystem::remove(path);
+
+  perf_models none;
+  none.load(temp_path("missing.json"));  // no history yet
+  CHECK(none.empty());
+  {
+    std::ofstream bad(path);
+    bad << "{\"models\": [{\"op\": \"f\"}]}";
+  }
+  try {
+    none.load(path);
+    FAIL("a file of something else was read");
+  } catch (const oa::error& e) {
+    CHECK(std::string(e.what()).find(path) != std::string::npos);
+  }
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("OA_PLACEMENT=cost: each side calibrated once, then the faster predicted, results exact") {
+  oa::config c = oa_test::emulated_config(std::size_t{4} << 20, 0.5);  // a slow link: 0.5 GB/s
+  c.placement = "cost";
+  config_scope cs(c);
+  const std::size_t n = std::size_t{1} << 18;  // 6 MiB over 0.5 GB/s: 12 ms of link alone
+  const oa::stage_report first = add(n), second = add(n), third = add(n);
+  CHECK(first.device == "emulated");
+  CHECK(first.placement_reason.find("calibrating") != std::string::npos);
+  CHECK(second.device == "host");
+  CHECK(second.placement_reason.find("calibrating") != std::string::npos);
+  // The host computes as fast as the emulated device and copies nothing.
+  CHECK(third.device == "host");
+  CHECK(third.placement_reason.find("(predicted)") != std::string::npos);
+  CHECK(third.predicted_seconds > 0);
+}
+
+TEST_CASE("OA_PLACEMENT=cost: small stages on the host, large ones on the device, from models in a file") {
+  // A host that computes 1 GB/s, a device 1000 times faster: the device pays
+  // for its launches and copies from a few hundred kilobytes up.
+  const std::string path = temp_path("seeded.json");
+  perf_models m;
+  for (const double bytes : {1e4, 1e8}) {
+    m.record("std::transform (binary)", "host", bytes, bytes * 1e-9);
+    m.record("std::transform (binary)", "emulated", bytes, bytes * 1e-12);
+  }
+  m.save(path);
+  oa::config c = oa_test::emulated_config(std::size_t{64} << 20);  // no threshold, the link unthrottled
+  c.placement = "cost";
+  c.perf_models = path;
+  config_scope cs(c);
+  const oa::stage_report small = add(256), large = add(std::size_t{1} << 20);
+  CHECK(small.device == "host");
+  CHECK(large.device == "emulated");
+  CHECK(small.predicted_seconds == doctest::Approx(3 * 256 * 8 * 1e-9));
+  // What ran was learned and kept.
+  perf_models kept;
+  kept.load(path);
+  CHECK(kept.samples("std::transform (binary)", "host") == 3);
+  CHECK(kept.samples("std::transform (binary)", "emulated") == 3);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("OA_PLACEMENT: a bad value and an unreadable models file are errors naming them") {
+  oa::config c = oa_test::emulated_config(std::size_t{4} << 20);
+  c.placement = "fastest";
+  CHECK_THROWS_WITH_AS(oa::set_config(c), doctest::Contains("unknown placement 'fastest'"), oa::config_error);
+  const std::string path = temp_path("garbage.json");
+  {
+    std::ofstream bad(path);
+    bad << "not json";
+  }
+  c.placement = "cost";
+  c.perf_models = path;
+  config_scope cs(c);
+  const auto a = ramp(1000, 1.0);
+  auto r = oa::stl::transform(a, a, std::plus<>{});
+  CHECK_THROWS_WITH_AS(r.get(), doctest::Contains(path.c_str()), oa::error);
+  std::filesystem::remove(path);
+}
