@@ -55,11 +55,11 @@ placement place_by_cost(const stage_cost& c, const placement& capable, device& h
   if (!on_device) return {&dev, "cost model: calibrating '" + c.op + "' on " + dev.name()};
   const auto on_host = models.predict(c.op, host.name(), c.bytes);
   if (!on_host) return {&host, "cost model: calibrating '" + c.op + "' on the host"};
-  // The copies overlap the kernels in a pipelined stage: the busiest of the
-  // three engines sets its time, plus one chunk's latency each way.
+  // The model holds what the link does not explain (learn()); the copies
+  // this run needs come from the link model.
   const device_rates r = dev.rates();
   const double in = r.h2d > 0 ? c.in_bytes / r.h2d : 0, out = r.d2h > 0 ? c.out_bytes / r.d2h : 0;
-  const double device_seconds = std::max({*on_device, in, out}) + 2 * r.op_latency;
+  const double device_seconds = *on_device + std::max(in, out);
   const std::string both = "cost model: host " + seconds_text(*on_host) + ", " + dev.name() + " " +
                            seconds_text(device_seconds) + " (predicted)";
   if (*on_host <= device_seconds) {
@@ -74,7 +74,11 @@ void learn(perf_models& models, const stage_cost& c, const device& where, const 
            const stage_report& rep) {
   if (!rep.error.empty() || !rep.device_fault.empty() || rep.host_reruns > 0) return;
   const bool on_host = &where == &host || where.kind() == device_kind::host;
-  models.record(c.op, where.name(), c.bytes, on_host ? rep.seconds : rep.compute_seconds);
+  // On a device, the wall time less its busier copy direction: fixed costs
+  // and the compute the copies did not hide, to which a prediction adds the
+  // copies its own run needs (fewer where data is resident).
+  const double link = std::max(rep.h2d_seconds, rep.d2h_seconds);
+  models.record(c.op, where.name(), c.bytes, on_host ? rep.seconds : std::max(rep.seconds - link, 1e-9));
 }
 
 }  // namespace oa::detail

@@ -3,10 +3,11 @@
 // capabilities allow (stage_plan.hpp's place_stage, without a size
 // threshold) or on the host, whichever is predicted to finish first. The
 // host's time is its model's (perf_model.hpp); the device's is its model of
-// the compute engine's busy time beside the copies the link model predicts
-// for the bytes not already resident there, as a pipelined stage overlaps
-// them (StarPU's dmda, alpha T_exec + beta T_transfer, for two units). A
-// side never measured for a kind of stage runs it once first (calibration).
+// what the link did not explain in earlier runs (fixed costs, compute the
+// copies did not hide) plus the copies the link model predicts for the
+// bytes not already resident there, the busier direction (StarPU's dmda,
+// alpha T_exec + beta T_transfer, for two units). A side never measured
+// for a kind of stage runs it once first (calibration).
 
 #include <string>
 #include <unordered_set>
@@ -34,7 +35,7 @@ placement place_by_cost(const stage_cost& c, const placement& capable, device& h
                         double& predicted_seconds);
 
 /// The time a model learns from a stage that ran on `where`: the wall time
-/// on the host, the compute engine's busy time on a device.
+/// on the host, on a device the wall time less its busier copy direction.
 void learn(perf_models& models, const stage_cost& c, const device& where, const device& host,
            const stage_report& rep);
 

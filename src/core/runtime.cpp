@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -57,6 +58,23 @@ struct runtime_state {
   std::string models_file;
   bool models_read = false;
   bool models_learned = false;
+  std::chrono::steady_clock::time_point models_saved{};
+  /// Writes the models when they learned: at most once a second during a
+  /// run (a write costs more than a small stage), and when the runtime ends.
+  void save_models(bool now) noexcept {
+    if (!models_learned || models_file.empty()) return;
+    const auto t = std::chrono::steady_clock::now();
+    if (!now && t - models_saved < std::chrono::seconds(1)) return;
+    models_learned = false;
+    models_saved = t;
+    try {
+      models.save(models_file);
+    } catch (const std::exception& e) {
+      // The run goes on with the models in memory; the file is the user's to fix.
+      std::fprintf(stderr, "oa: %s\n", e.what());
+    }
+  }
+  ~runtime_state() { save_models(true); }
   bool announced = false;
   // What the Eigen hooks read on every call, without waiting for an
   // evaluation that holds `mutex`: the threshold, and their own log.
@@ -332,6 +350,7 @@ void runtime::configure(const config& c, const config_origin& origin) {
   // configuration; their errors stay for the next evaluate() (or get()).
   if (&detail::current_graph()->runtime() == state_.get()) detail::evaluate(*detail::current_graph());
   std::lock_guard lock(state_->mutex);
+  state_->save_models(true);  // what the old configuration's models learned
   state_->cfg = c;
   state_->origin = origin;
   state_->configured = true;
@@ -382,6 +401,7 @@ void runtime::write_outputs() {
   std::scoped_lock lock(state_->mutex, state_->declined_mutex);
   state_->fold_declined();
   if (!state_->configured) return;
+  state_->save_models(true);
   if (!state_->cfg.report.empty()) write_report_json(state_->cfg.report, state_->log);
   if (!state_->cfg.trace.empty()) write_trace_json(state_->cfg.trace, state_->log.trace);
 }
@@ -586,6 +606,7 @@ void evaluate(graph& g) {
   const bool by_cost = c.placement == "cost";
   std::exception_ptr models_error;  // every stage fails with it: the caller named a file oa cannot use
   if (by_cost && (!st.models_read || st.models_file != c.perf_models)) {
+    st.save_models(true);
     st.models = perf_models{};
     st.models_file = c.perf_models;
     st.models_read = true;
@@ -657,15 +678,7 @@ void evaluate(graph& g) {
     if (opt.trace) st.log.add_trace(trace);
   }
   if (!st.devices.empty()) too_small.say(c, st.origin, *st.first().dev);
-  if (st.models_learned && !st.models_file.empty()) {
-    st.models_learned = false;
-    try {
-      st.models.save(st.models_file);
-    } catch (const std::exception& e) {
-      // The run goes on with the models in memory; the file is the user's to fix.
-      std::fprintf(stderr, "oa: %s\n", e.what());
-    }
-  }
+  st.save_models(false);
   // No later stage of this evaluation reads a copy: those the host holds too
   // are kept for later evaluations.
   for (auto& d : st.devices) {
