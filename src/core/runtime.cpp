@@ -11,10 +11,12 @@
 #include <unordered_set>
 
 #include "core/executor.hpp"
+#include "core/host_lane.hpp"
 #include "core/perf_model.hpp"
 #include "core/placer.hpp"
 #include "core/planner.hpp"
 #include "core/residency.hpp"
+#include "core/stage_graph.hpp"
 #include "core/stage_plan.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/lazy.hpp"
@@ -617,8 +619,56 @@ void evaluate(graph& g) {
       st.models_read = false;
     }
   }
+  // Reports go to the log in stage order, each once every earlier one is in.
+  std::vector<std::optional<stage_report>> reports(stages.size());
+  std::size_t logged = 0;
+  const auto log_ready = [&] {
+    for (; logged < stages.size() && reports[logged]; ++logged) st.log.add(std::move(*reports[logged]));
+  };
+  // Planning errors (a budget too small, a device that cannot be made) come
+  // back where the stage's values are asked for, and in the report.
+  const auto failed_report = [&](const stage& s, const run_options& opt) {
+    fail_stage(s, nodes, std::current_exception());
+    stage_report failed;
+    for (int n : s.calls) failed.calls.push_back(nodes[static_cast<std::size_t>(n)].name);
+    failed.units = s.units;
+    failed.op = s.contraction ? "gemm" : "stage";
+    if (const char* op = nodes[static_cast<std::size_t>(s.calls.front())].report_op) failed.op = op;
+    failed.placement_reason = opt.placement_reason;
+    failed.error = message_of(std::current_exception());
+    return failed;
+  };
+  // What a stage's run leaves behind, on the evaluating thread: the models
+  // learn, a sticky fault retires the device, the report joins the log.
+  const auto finish = [&](std::size_t i, stage_report rep, const stage_cost& cost, device& where) {
+    device& host = host_locked(st);
+    if (by_cost) {
+      learn(st.models, cost, where, host, rep);
+      st.models_learned = true;
+    }
+    // A report's device_fault is a sticky fault (a CUDA kernel fault,
+    // OA_FAIL_STICKY): the device is lost, its unfinished chunks or tiles
+    // ran on the host, and later stages stay there. After a transient fault
+    // only the failed chunks re-ran (host_reruns) and the device goes on.
+    if (!rep.device_fault.empty() && &where != &host) {
+      st.first().failed = rep.device_fault;
+      std::fprintf(stderr, "%s; %zu %s re-run on the host, which runs every later stage\n", rep.device_fault.c_str(),
+                   rep.host_reruns, stages[i].contraction ? "tiles" : "chunks");
+    }
+    reports[i] = std::move(rep);
+    log_ready();
+  };
+  const std::vector<std::vector<std::size_t>> deps = stage_dependencies(stages, nodes);
+  host_lane lane;
+  const auto collect = [&] {
+    if (!lane.busy()) return;
+    host_lane::result r = lane.wait();
+    st.log.add_trace(r.trace);
+    finish(r.stage, std::move(r.rep), r.cost, host_locked(st));
+  };
   for (std::size_t i = 0; i < stages.size(); ++i) {
     const stage& s = stages[i];
+    if (lane.busy() && std::find(deps[i].begin(), deps[i].end(), lane.stage()) != deps[i].end()) collect();
     run_options opt;
     opt.sequential = c.sequential;
     opt.chunk_bytes = c.chunk_bytes;
@@ -626,57 +676,56 @@ void evaluate(graph& g) {
     opt.progress = progress_wanted(c);
     opt.stage_name = "stage " + std::to_string(i + 1) + "/" + std::to_string(stages.size());
     opt.trace = c.trace.empty() ? nullptr : &trace;
+    device* where = nullptr;
+    stage_cost cost;
+    double predicted = 0;
     try {
       if (models_error) std::rethrow_exception(models_error);
       device& dev = device_locked(st);
       device& host = host_locked(st);
       runtime_state::device_entry& target = st.first();
       placement place = place_stage(s, nodes, needed, dev, host, by_cost ? 0 : c.host_threshold, target.failed);
-      stage_cost cost;
-      double predicted = 0;
       if (by_cost) {
         cost = cost_of(s, nodes, needed, target.resident.get());
         place = place_by_cost(cost, place, host, st.models, predicted);
       }
-      device* where = place.where;
+      where = place.where;
       opt.placement_reason = place.reason;
       if (place.smallest_budget) too_small.add(target, c, describe(s, nodes), place.smallest_budget);
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
       prepare_residency(*target.resident, s, nodes, i, where == &dev, opt, read_from, demanded);
+      // A stage on the host beside a device runs on a thread of its own
+      // while later stages that need not follow it run on the device (one
+      // host stage at a time: the host device's streams and records are its).
+      const bool beside = where == &host && &dev != &host && i + 1 < stages.size() &&
+                          std::find(deps[i + 1].begin(), deps[i + 1].end(), i) == deps[i + 1].end();
+      if (beside) {
+        collect();
+        lane.start(i, cost, predicted, [&s, &nodes, &needed, &host, opt, report_failure = failed_report,
+                                        &trace_on = c.trace](std::vector<trace_event>& own_trace) {
+          run_options mine = opt;
+          mine.trace = trace_on.empty() ? nullptr : &own_trace;
+          try {
+            return run_stage(s, nodes, needed, host, host, mine);
+          } catch (...) {
+            return report_failure(s, mine);
+          }
+        });
+        continue;
+      }
       const std::size_t evicted_before = target.resident->evicted_bytes();
       stage_report rep = s.contraction ? run_contraction(s, nodes, *where, host, opt)
                                        : run_stage(s, nodes, needed, *where, host, opt);
       rep.evicted_bytes = target.resident->evicted_bytes() - evicted_before;
       rep.predicted_seconds = predicted;
-      if (by_cost) {
-        learn(st.models, cost, *where, host, rep);
-        st.models_learned = true;
-      }
-      // A report's device_fault is a sticky fault (a CUDA kernel fault,
-      // OA_FAIL_STICKY): the device is lost, its unfinished chunks or tiles
-      // ran on the host, and later stages stay there. After a transient fault
-      // only the failed chunks re-ran (host_reruns) and the device goes on.
-      if (!rep.device_fault.empty() && where != &host) {
-        target.failed = rep.device_fault;
-        std::fprintf(stderr, "%s; %zu %s re-run on the host, which runs every later stage\n",
-                     rep.device_fault.c_str(), rep.host_reruns, s.contraction ? "tiles" : "chunks");
-      }
-      st.log.add(std::move(rep));
+      finish(i, std::move(rep), cost, *where);
     } catch (...) {
-      // Planning errors (a budget too small, a device that cannot be made)
-      // come back where the stage's values are asked for, and in the report.
-      fail_stage(s, nodes, std::current_exception());
-      stage_report failed;
-      for (int n : s.calls) failed.calls.push_back(nodes[static_cast<std::size_t>(n)].name);
-      failed.units = s.units;
-      failed.op = s.contraction ? "gemm" : "stage";
-      if (const char* op = nodes[static_cast<std::size_t>(s.calls.front())].report_op) failed.op = op;
-      failed.placement_reason = opt.placement_reason;
-      failed.error = message_of(std::current_exception());
-      st.log.add(std::move(failed));
+      reports[i] = failed_report(s, opt);
+      log_ready();
     }
     if (opt.trace) st.log.add_trace(trace);
   }
+  collect();
   if (!st.devices.empty()) too_small.say(c, st.origin, *st.first().dev);
   st.save_models(false);
   // No later stage of this evaluation reads a copy: those the host holds too
