@@ -61,6 +61,9 @@ TEST_CASE("side by side: a host stage and an independent device stage overlap") 
   std::vector<double> want_small(small.size()), want_big(big.size());
   for (std::size_t i = 0; i < small.size(); ++i) want_small[i] = 2 * small[i];
   for (std::size_t i = 0; i < big.size(); ++i) want_big[i] = -big[i];
+  // The device is made at its first stage: before the timed evaluation.
+  CHECK(oa::stl::transform(small, std::negate<>{}).get()[1] == -1);
+  oa::clear_reports();
   oa::lazy<std::vector<double>> doubled, negated;
   const double wall = seconds_of([&] {
     doubled = slow_double(small);
