@@ -1,7 +1,7 @@
 #include "core/stage_graph.hpp"
 
 #include <algorithm>
-#include <functional>
+#include <cstdint>
 
 #include "core/residency.hpp"
 
@@ -12,8 +12,10 @@ namespace {
 /// What a stage touches: each value, and the bytes of host storage it has.
 struct access {
   const value_state* v;
-  const std::byte* begin = nullptr;
-  const std::byte* end = nullptr;
+  // Addresses as integers: a value may claim more bytes than its storage
+  // has (a malformed one fails later, with its own error), so no pointer
+  // past its storage is formed.
+  std::uintptr_t begin = 0, end = 0;
   bool writes = false;
 };
 
@@ -25,11 +27,15 @@ std::vector<access> accesses(const stage& s, const std::vector<call_node>& nodes
         a.writes = a.writes || writes;
         return;
       }
-    access a{v, nullptr, nullptr, writes};
-    if (v->object && v->ops && v->ops->host_region) {
+    access a{v, 0, 0, writes};
+    // Only partitioned values have storage a region describes (a scalar or
+    // a reduction is compared by value alone).
+    if (v->object && v->ops && v->ops->kind == split::split_kind::partitioned && v->shape.units > 0) {
       const region r = residency::whole_region(*v);
-      a.begin = r.data;
-      a.end = r.data ? r.data + residency::span(r) : nullptr;
+      if (r.data && residency::span(r) > 0) {
+        a.begin = reinterpret_cast<std::uintptr_t>(r.data);
+        a.end = a.begin + std::min<std::uintptr_t>(residency::span(r), UINTPTR_MAX - a.begin);
+      }
     }
     out.push_back(a);
   };
@@ -44,7 +50,7 @@ std::vector<access> accesses(const stage& s, const std::vector<call_node>& nodes
 
 bool overlap(const access& a, const access& b) {
   if (a.v == b.v) return true;
-  return a.begin && b.begin && std::less<>{}(a.begin, b.end) && std::less<>{}(b.begin, a.end);
+  return a.begin && b.begin && a.begin < b.end && b.begin < a.end;
 }
 
 bool conflict(const std::vector<access>& x, const std::vector<access>& y) {
