@@ -25,9 +25,9 @@ int bucket_of(double bytes) { return static_cast<int>(std::lround(2 * std::log2(
 void perf_models::record(const std::string& op, const std::string& device, double bytes, double seconds) {
   if (!(seconds > 0) || !std::isfinite(seconds) || !(bytes > 0)) return;
   bucket& b = models_[key_of(op, device)][bucket_of(bytes)];
+  // Compared per byte: samples of one bucket differ in size by up to a quarter.
+  if (b.n == 0 || seconds / bytes < b.seconds / b.bytes) b.bytes = bytes, b.seconds = seconds;
   ++b.n;
-  b.bytes += (bytes - b.bytes) / static_cast<double>(b.n);
-  b.seconds += (seconds - b.seconds) / static_cast<double>(b.n);
 }
 
 std::size_t perf_models::samples(const std::string& op, const std::string& device) const {
@@ -40,22 +40,32 @@ std::size_t perf_models::samples(const std::string& op, const std::string& devic
 
 std::optional<double> perf_models::predict(const std::string& op, const std::string& device, double bytes) const {
   auto it = models_.find(key_of(op, device));
-  if (it == models_.end() || it->second.empty()) return std::nullopt;
-  const history& h = it->second;
+  if (it == models_.end()) return std::nullopt;
+  // A size measured once may hold a one-off cost (a first run): only sizes
+  // measured twice or more are trusted.
+  std::vector<const bucket*> sure;
+  int lo = 0, hi = 0;
+  for (const auto& [i, b] : it->second)
+    if (b.n >= 2) {
+      if (sure.empty()) lo = i;
+      hi = i;
+      sure.push_back(&b);
+    }
   bytes = std::max(bytes, 1.0);
-  // A bucket measured at this size: its mean, scaled to the bytes asked for.
-  if (auto b = h.find(bucket_of(bytes)); b != h.end()) return b->second.seconds * bytes / b->second.bytes;
-  if (h.size() == 1) {
-    const bucket& b = h.begin()->second;
-    return b.seconds * bytes / b.bytes;
-  }
-  // log t = log a + e log bytes, least squares over the buckets' means; the
+  const int at = bucket_of(bytes);
+  // This size measured: its fastest, scaled to the bytes asked for.
+  if (auto b = it->second.find(at); b != it->second.end() && b->second.n >= 2)
+    return b->second.seconds * bytes / b->second.bytes;
+  // The fit reaches two octaves past the sizes measured; one size alone
+  // tells nothing of how time grows.
+  if (sure.size() < 2 || at < lo - 4 || at > hi + 4) return std::nullopt;
+  // log t = log a + e log bytes, least squares over the sizes measured; the
   // exponent kept within [0, 2] (no work shrinks with its size, none is
   // worse than quadratic among stages).
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const double n = static_cast<double>(h.size());
-  for (const auto& [i, b] : h) {
-    const double x = std::log(b.bytes), y = std::log(b.seconds);
+  const double n = static_cast<double>(sure.size());
+  for (const bucket* b : sure) {
+    const double x = std::log(b->bytes), y = std::log(b->seconds);
     sx += x, sy += y, sxx += x * x, sxy += x * y;
   }
   const double den = n * sxx - sx * sx;
@@ -69,8 +79,9 @@ void perf_models::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     if (errno == ENOENT) return;  // no history yet: calibrated on first use
-    throw error("OA_PERF_MODELS: cannot read '" + path + "': " + std::strerror(errno));
+    throw error("oa: OA_PERF_MODELS: cannot read '" + path + "': " + std::strerror(errno));
   }
+  if (in.peek() == std::ifstream::traits_type::eof()) return;  // an empty file: no history yet
   nlohmann::json j;
   try {
     in >> j;
@@ -87,7 +98,7 @@ void perf_models::load(const std::string& path) {
       }
     }
   } catch (const std::exception& e) {
-    throw error("OA_PERF_MODELS: '" + path + "' is not a file of oa's performance models: " + e.what());
+    throw error("oa: OA_PERF_MODELS: '" + path + "' is not a file of oa's performance models: " + e.what());
   }
 }
 
@@ -104,10 +115,10 @@ void perf_models::save(const std::string& path) const {
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << j.dump(1) << '\n';
-    if (!out) throw error("OA_PERF_MODELS: cannot write '" + tmp + "': " + std::strerror(errno));
+    if (!out) throw error("oa: OA_PERF_MODELS: cannot write '" + tmp + "': " + std::strerror(errno));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw error("OA_PERF_MODELS: cannot replace '" + path + "': " + std::strerror(errno));
+    throw error("oa: OA_PERF_MODELS: cannot replace '" + path + "': " + std::strerror(errno));
 }
 
 }  // namespace oa::detail

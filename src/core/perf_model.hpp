@@ -1,11 +1,14 @@
 #pragma once
 // Performance models for placing stages by cost (OA_PLACEMENT=cost): per
 // kind of stage (its calls) and device, the execution times measured so
-// far, by the bytes the stage touches. As StarPU's history models: a mean
-// per size bucket (half an octave of bytes), and for sizes not measured
-// yet a power law t = a * bytes^b fitted to the buckets' means (its
-// regression models), or with one bucket alone, time in proportion to
-// bytes. Kept between runs in a JSON file the user names (OA_PERF_MODELS).
+// far, by the bytes the stage touches. As StarPU's history models, by size
+// bucket (half an octave of bytes), each the fastest time measured there (a
+// first run's one-off costs and the machine's noise only slow a run: a mean
+// would keep them), trusted once measured twice; between the sizes
+// measured, and up to two octaves beyond, a power law t = a * bytes^b
+// fitted to them (its regression models). Elsewhere there is no prediction:
+// the stage is measured there (one size tells nothing of how time grows).
+// Kept between runs in a JSON file the user names (OA_PERF_MODELS).
 
 #include <cstddef>
 #include <map>
@@ -18,14 +21,15 @@ class perf_models {
  public:
   /// One measurement: a stage of `op` touching `bytes` took `seconds` on `device`.
   void record(const std::string& op, const std::string& device, double bytes, double seconds);
-  /// The predicted seconds, or nothing when `op` was never measured on `device`.
+  /// The predicted seconds, or nothing when `op` was not measured on
+  /// `device` at or near this size.
   std::optional<double> predict(const std::string& op, const std::string& device, double bytes) const;
   /// Measurements of `op` on `device` so far.
   std::size_t samples(const std::string& op, const std::string& device) const;
   bool empty() const noexcept { return models_.empty(); }
 
-  /// Adds the models of a file written by save(); a missing file is an empty
-  /// history. A file that cannot be read as one is an oa::error naming it.
+  /// Adds the models of a file written by save(); a missing or empty file is
+  /// an empty history. A file that cannot be read as one is an oa::error naming it.
   void load(const std::string& path);
   /// Writes every model to `path` (a new file then renamed over it, so that
   /// a reader never sees half of one); an oa::error naming it on failure.
@@ -33,8 +37,8 @@ class perf_models {
 
  private:
   struct bucket {
-    double bytes = 0;    // mean bytes of its samples
-    double seconds = 0;  // mean seconds
+    double bytes = 0;    // of the fastest sample
+    double seconds = 0;  // the fastest
     std::size_t n = 0;
   };
   /// Buckets by index round(2 log2 bytes).

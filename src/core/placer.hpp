@@ -7,7 +7,8 @@
 // copies did not hide) plus the copies the link model predicts for the
 // bytes not already resident there, the busier direction (StarPU's dmda,
 // alpha T_exec + beta T_transfer, for two units). A side never measured
-// for a kind of stage runs it once first (calibration).
+// for a kind of stage at about its size runs it there first (calibration:
+// twice, perf_model.hpp).
 
 #include <string>
 #include <unordered_set>

@@ -73,7 +73,7 @@ struct runtime_state {
       models.save(models_file);
     } catch (const std::exception& e) {
       // The run goes on with the models in memory; the file is the user's to fix.
-      std::fprintf(stderr, "oa: %s\n", e.what());
+      std::fprintf(stderr, "%s\n", e.what());
     }
   }
   ~runtime_state() { save_models(true); }

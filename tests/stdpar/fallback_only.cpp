@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <execution>
+#include <functional>
+#include <numeric>
 #include <vector>
 
 /// Marked device-callable, but compiled by the host compiler: no kernel over it exists.
@@ -27,7 +29,13 @@ int main() {
   std::for_each(ex::par_unseq, v.begin(), v.end(), [&](std::int32_t x) { sum += x; });
   std::vector<std::int32_t> w(v.size());
   std::transform(ex::par, v.begin(), v.end(), w.begin(), twice{});
-  const bool right = v.front() == 999 && v.back() == 0 && sum == 999 * 1000 / 2 && w.front() == 1998;
+  // Ranges of two element types, and an init of another type: the library's,
+  // each counted once under the algorithm called (libstdc++ runs reduce as
+  // transform_reduce: not counted again).
+  std::vector<double> d(v.size());
+  std::transform(ex::par, v.begin(), v.end(), d.begin(), std::negate<>{});
+  const double total = std::reduce(ex::par, v.begin(), v.end(), 0.0);
+  const bool right = v.front() == 999 && v.back() == 0 && sum == 999 * 1000 / 2 && w.front() == 1998 && d[1] == -998 && total == 999 * 1000 / 2;
   std::printf("%s\n", right ? "right" : "WRONG");
   return right ? 0 : 1;
 }

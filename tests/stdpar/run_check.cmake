@@ -2,7 +2,7 @@
 # (cmake -P): libstdc++'s pstl tests (tests/stdpar/libstdcxx.cmake) and the
 # regressions of tests/CMakeLists.txt.
 #   -DPROGRAM=<exe> -DDEVICE=host|emulated -DREPORT=<json> [-DMEMORY=<budget>]
-#   [-DSTAGES=<stage names>] [-DDECLINED=<"op: reason" starts>] [-DON_GPU=1]
+#   [-DSTAGES=<stage names>] [-DDECLINED=<"op: reason" starts>] [-DABSENT=<"op: reason" starts>] [-DON_GPU=1]
 # ON_GPU: where OA_TEST_REQUIRE_GPU=1 (bench/gpu_check.sh), the CUDA device
 # with the same MEMORY budget takes the emulated one's place.
 # Every call oa takes goes through the engine, however small
@@ -11,7 +11,7 @@
 # non-zero (its own checks failed), when the engine failed a call (the
 # library then ran it: the program passes, but oa has a defect) or left an
 # error no caller received, when a stage of STAGES did not run on DEVICE, or
-# when a call of DECLINED is not in not_offloaded. Prints the stages that
+# when a call of DECLINED is not in not_offloaded, or one of ABSENT is. Prints the stages that
 # ran through the engine (by device and by name) and the calls left to the
 # standard library, by algorithm and reason.
 cmake_policy(VERSION 3.25)
@@ -135,6 +135,12 @@ foreach(want IN LISTS DECLINED)
   string(FIND "${declined}" "  ${want}" at)
   if(at LESS 0)
     string(APPEND failures "not counted as left to the library: '${want}'\n")
+  endif()
+endforeach()
+foreach(unwanted IN LISTS ABSENT)
+  string(FIND "${declined}" "  ${unwanted}" at)
+  if(at GREATER_EQUAL 0)
+    string(APPEND failures "counted as left to the library, but should not be: '${unwanted}'\n")
   endif()
 endforeach()
 if(NOT failures STREQUAL "")

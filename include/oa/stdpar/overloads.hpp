@@ -93,15 +93,15 @@ struct range_of<It, true> {
   static constexpr bool writes = reads && contiguous<It>::writable;
 };
 
-/// Enabled when every iterator is a contiguous range of one element type oa
-/// takes; the first `Written` of them are written.
+/// Enabled when every iterator is a contiguous range of element types oa
+/// takes (the first written); ranges of two types are the library's, counted.
 template <class It, class... More>
 inline constexpr bool same_elements_v =
     (std::is_same_v<typename range_of<It>::element, typename range_of<More>::element> && ...);
 template <class R, class Out, class... In>
-using if_writes = std::enable_if_t<range_of<Out>::writes && (range_of<In>::reads && ...) && same_elements_v<Out, In...>, R>;
+using if_writes = std::enable_if_t<range_of<Out>::writes && (range_of<In>::reads && ...), R>;
 template <class R, class... In>
-using if_reads = std::enable_if_t<(range_of<In>::reads && ...) && same_elements_v<In...>, R>;
+using if_reads = std::enable_if_t<(range_of<In>::reads && ...), R>;
 
 template <class It>
 using element_t = typename range_of<It>::element;
@@ -202,10 +202,24 @@ bool try_transform_reduce_callable(const It1& first1, std::ptrdiff_t n, const It
 template <class It, class T, class R, class F>
 bool try_transform_reduce_callable(const It& first, std::ptrdiff_t n, T& acc, const F& f);
 
+inline constexpr const char* mixed_elements = "the ranges' element types differ";
 inline constexpr const char* not_standard_op = "the operation is not a standard function object oa runs";
 inline constexpr const char* other_init = "init is not of the element type";
 inline constexpr const char* floating_extreme =
     "floating point: the position of an extreme among NaNs is the standard library's";
+
+/// The library's own functors, passed when it runs one algorithm as another
+/// (max_element as min_element with the comparison's arguments swapped,
+/// reduce as transform_reduce with an identity): such a call is the
+/// library's own, already counted under the algorithm the program called.
+template <class F>
+struct library_internal : std::false_type {};
+#if defined(__GLIBCXX__)
+template <class C>
+struct library_internal<__pstl::__internal::__reorder_pred<C>> : std::true_type {};
+template <>
+struct library_internal<__pstl::__internal::__no_op> : std::true_type {};
+#endif
 
 // ---- each algorithm's call of its entry: true when oa ran it ----------------------
 
@@ -231,15 +245,23 @@ bool try_fill(const char* algorithm, const It& first, std::ptrdiff_t n, const V&
 
 template <class In, class Out>
 bool try_copy(const char* algorithm, const In& first, std::ptrdiff_t n, const Out& d_first) {
-  return n >= 0 && copy(algorithm, elem_of<element_t<In>>(), address_of(first), static_cast<std::size_t>(n),
-                        address_of(d_first));
+  if constexpr (!same_elements_v<In, Out>) {
+    fell_back(algorithm, mixed_elements);
+    return false;
+  } else {
+    return n >= 0 && copy(algorithm, elem_of<element_t<In>>(), address_of(first), static_cast<std::size_t>(n),
+                          address_of(d_first));
+  }
 }
 
 template <class In, class Out, class F>
 bool try_transform(const In& first, const In& last, const Out& d_first, const F& f) {
   using T = element_t<In>;
   const std::ptrdiff_t n = extent(first, last);
-  if constexpr (callable_taken_v<F>) {
+  if constexpr (!same_elements_v<In, Out>) {
+    fell_back("std::transform", mixed_elements);
+    return false;
+  } else if constexpr (callable_taken_v<F>) {
     return try_transform_callable(first, n, d_first, f);
   } else if constexpr (!op_in<F, T, op::negate>()) {
     fell_back("std::transform", op_of<F, T>::value ? not_standard_op : callable_reason<F>());
@@ -254,7 +276,10 @@ template <class In1, class In2, class Out, class F>
 bool try_transform(const In1& first1, const In1& last1, const In2& first2, const Out& d_first, const F& f) {
   using T = element_t<In1>;
   const std::ptrdiff_t n = extent(first1, last1);
-  if constexpr (callable_taken_v<F>) {
+  if constexpr (!same_elements_v<In1, In2, Out>) {
+    fell_back("std::transform (binary)", mixed_elements);
+    return false;
+  } else if constexpr (callable_taken_v<F>) {
     return try_transform_callable(first1, n, first2, d_first, f);
   } else if constexpr (!op_in<F, T, op::plus, op::minus, op::multiplies, op::divides>()) {
     fell_back("std::transform (binary)", op_of<F, T>::value ? not_standard_op : callable_reason<F>());
@@ -285,7 +310,10 @@ template <class It1, class It2, class Init, class R, class F>
 bool try_transform_reduce(const It1& first1, const It1& last1, const It2& first2, Init& acc, const R&, const F& f) {
   using T = element_t<It1>;
   const std::ptrdiff_t n = extent(first1, last1);
-  if constexpr (!std::is_same_v<Init, T>) {
+  if constexpr (!same_elements_v<It1, It2>) {
+    fell_back("std::transform_reduce", mixed_elements);
+    return false;
+  } else if constexpr (!std::is_same_v<Init, T>) {
     fell_back("std::transform_reduce", other_init);
     return false;
   } else if constexpr (op_in<R, T, op::plus, op::multiplies>() && callable_taken_v<F>) {
@@ -307,7 +335,9 @@ template <class It, class Init, class R, class F>
 bool try_transform_reduce(const It& first, const It& last, Init& acc, const R&, const F& f) {
   using T = element_t<It>;
   const std::ptrdiff_t n = extent(first, last);
-  if constexpr (!std::is_same_v<Init, T>) {
+  if constexpr (library_internal<F>::value) {
+    return false;
+  } else if constexpr (!std::is_same_v<Init, T>) {
     fell_back("std::transform_reduce (unary)", other_init);
     return false;
   } else if constexpr (op_in<R, T, op::plus, op::multiplies>() && callable_taken_v<F>) {
@@ -330,7 +360,10 @@ bool try_scan(const char* algorithm, const In& first, const In& last, const Out&
               const Init* init, const F&) {
   using T = element_t<In>;
   const std::ptrdiff_t n = extent(first, last);
-  if constexpr (!std::is_same_v<Init, T>) {
+  if constexpr (!same_elements_v<In, Out>) {
+    fell_back(algorithm, mixed_elements);
+    return false;
+  } else if constexpr (!std::is_same_v<Init, T>) {
     fell_back(algorithm, other_init);
     return false;
   } else if constexpr (!op_in<F, T, op::plus, op::multiplies>()) {
@@ -374,14 +407,6 @@ bool try_count_if(const It& first, const It& last, const P& p, std::int64_t& res
   }
 }
 
-/// libstdc++ runs max_element as min_element with its comparison's
-/// arguments swapped: such a call is the library's own, not counted again.
-template <class Compare>
-struct library_internal : std::false_type {};
-#if defined(__GLIBCXX__)
-template <class C>
-struct library_internal<__pstl::__internal::__reorder_pred<C>> : std::true_type {};
-#endif
 
 template <class It, class Compare>
 bool try_extreme(const char* algorithm, const It& first, const It& last, bool largest, const Compare&,
