@@ -27,13 +27,13 @@
 #include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "bench_json.hpp"
+#include "bench_sweep.hpp"
 #include "bench_table.hpp"
 #include "oa/oa.hpp"
 
@@ -179,16 +179,7 @@ class statement_timer {
   }
 
   double engine() {
-    engine_.clear_reports();
-    double s;
-    {
-      oa::runtime::use on(engine_);
-      s = timed();
-    }
-    for (const auto& d : engine_.not_offloaded())
-      if (d.op == Statement::op)
-        throw std::runtime_error(format("the engine did not run %s: %s", statement_.name().c_str(), d.reason.c_str()));
-    return s;
+    return oa_bench::time_through_engine(engine_, Statement::op, statement_.name(), [&] { statement_.run(); });
   }
 
   const Statement& statement() const { return statement_; }
@@ -220,10 +211,8 @@ measurement measure(oa::runtime& engine, int size, std::uint64_t work, int repea
   if (!(error <= Statement::tolerance))
     throw std::runtime_error(format("%s: the engine's result differs from Eigen's by %.3e (relative; at most %.0e)",
                                     timer.statement().name().c_str(), error, Statement::tolerance));
-  for (int r = 0; r < repeat; ++r) {
-    m.eigen_seconds = std::min(m.eigen_seconds, timer.eigen());
-    m.oa_seconds = std::min(m.oa_seconds, timer.engine());
-  }
+  oa_bench::best_interleaved(repeat, m.eigen_seconds, m.oa_seconds, [&] { return timer.eigen(); },
+                             [&] { return timer.engine(); });
   return m;
 }
 
@@ -273,19 +262,9 @@ void sweep(const options& opt, oa_bench::json_sink* sink) {
                                  : measure<cwise_statement<T>>(engine, size, n, opt.repeat);
     results.push_back(m);
     if (sink) {
-      nlohmann::json record = {{"tool", "oa-offload-sweep"},
-                               {"op", opt.op},
-                               {"n", m.size},
-                               {"type", opt.type},
-                               {"eigen_seconds", m.eigen_seconds},
-                               {"oa_seconds", m.oa_seconds},
-                               {"speedup", m.speedup()},
-                               {"device", device},
-                               {"eigen_threads", threads},
-                               {"repeat", opt.repeat},
-                               {"hostname", oa_bench::hostname()},
-                               {"timestamp", oa_bench::utc_timestamp()},
-                               {"oa_version", OA_VERSION}};
+      nlohmann::json record = oa_bench::sweep_record("oa-offload-sweep", OA_VERSION, device, opt.repeat, "eigen",
+                                                      m.eigen_seconds, m.oa_seconds);
+      record.update({{"op", opt.op}, {"n", m.size}, {"type", opt.type}, {"eigen_threads", threads}});
       record[gemm ? "multiply_adds" : gemv ? "matrix_coefficients" : "elements"] = m.work;
       sink->write(record);
     }
@@ -302,12 +281,8 @@ void sweep(const options& opt, oa_bench::json_sink* sink) {
                    format("%.3e", m.eigen_seconds), format("%.3e", m.oa_seconds), format("%.3gx", m.speedup())});
   table.print(std::cout);
 
-  // The crossover: the first size of the run of sizes, up to the largest,
-  // where oa is at least as fast. The true one lies between that size and the
-  // one below it, so the suggestion errs towards Eigen.
   const char* variable = gemm ? "OA_OFFLOAD_GEMM_MIN" : gemv ? "OA_OFFLOAD_GEMV_MIN" : "OA_OFFLOAD_ELEMENTS_MIN";
-  std::size_t from = results.size();
-  while (from > 0 && results[from - 1].speedup() >= 1) --from;
+  const std::size_t from = oa_bench::crossover(results);
   if (from == results.size()) {
     std::cout << format("\nEigen is faster at the largest size measured (n = %d): no threshold to suggest from these "
                         "sizes; keep %s above %llu.\n",
@@ -349,10 +324,7 @@ int main(int argc, char** argv) {
           ->delimiter(',')
           ->check(CLI::Range(1, max_elements));
   app.add_option("--type", opt.type, "the element type")->check(CLI::IsMember({"double", "float"}))->capture_default_str();
-  app.add_option("--repeat", opt.repeat, "timed runs of each, after a warm-up; the fastest counts")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
-  app.add_option("--json", opt.json, "append one JSON object per size to FILE (JSON Lines)");
+  oa_bench::add_sweep_options(app, opt.repeat, opt.json, "size");
   app.footer(
       "The engine's device and budget come from the configuration (OA_DEVICE, OA_DEVICE_MEMORY, ... or\n"
       "OA_CONFIG's file); OA_OFFLOAD_GEMM_MIN, OA_OFFLOAD_GEMV_MIN and OA_OFFLOAD_ELEMENTS_MIN are ignored:\n"
@@ -368,29 +340,12 @@ int main(int argc, char** argv) {
         return app.exit(CLI::ValidationError(
             "--sizes", format("%d is not a matrix size from 1 to %d (--op %s; --op cwise takes coefficients)", n,
                               max_matrix_size, opt.op.c_str())));
-  std::sort(opt.sizes.begin(), opt.sizes.end());
-  opt.sizes.erase(std::unique(opt.sizes.begin(), opt.sizes.end()), opt.sizes.end());
+  oa_bench::sort_sizes(opt.sizes);
 
-  std::optional<oa_bench::json_sink> sink;
-  try {
-    if (!opt.json.empty()) sink.emplace(opt.json);
-  } catch (const std::exception& e) {
-    std::cerr << "oa-offload-sweep: " << e.what() << '\n';
-    return 2;
-  }
-  try {
+  return oa_bench::run_sweep("oa-offload-sweep", opt.json, [&](oa_bench::json_sink* sink) {
     if (opt.type == "float")
-      sweep<float>(opt, sink ? &*sink : nullptr);
+      sweep<float>(opt, sink);
     else
-      sweep<double>(opt, sink ? &*sink : nullptr);
-    return 0;
-  } catch (const oa::config_error& e) {
-    std::cout << std::flush;
-    std::cerr << "oa-offload-sweep: " << e.what() << '\n';
-    return 2;
-  } catch (const std::exception& e) {
-    std::cout << std::flush;
-    std::cerr << "oa-offload-sweep: " << e.what() << '\n';
-    return 1;
-  }
+      sweep<double>(opt, sink);
+  });
 }

@@ -73,10 +73,11 @@ if(NOT CMAKE_SCRIPT_MODE_FILE)
   # A standard-parallelism program rebuilt with oa_offload(... STDPAR): arrays
   # of 2000000 doubles (16 MB) paged through an 8 MiB device. Its fills,
   # copies, additions, sums, dot product, scan, sorts and count run through
-  # the engine (19 stages; sort's merge and the reductions' init on the
-  # host); its lambdas (scale, triad) stay with the standard library.
+  # the engine, every family's threshold at 0 (19 stages; sort's merge and
+  # the reductions' init on the host); its lambdas (scale, triad) stay with
+  # the standard library.
   oa_offload_program_test(example_stdpar_stream_paged stdpar_stream 2000000
-                          "OA_DEVICE=emulated|OA_DEVICE_MEMORY=8MiB|OA_HOST_THRESHOLD=0" -DOP=stage
+                          "OA_DEVICE=emulated|OA_DEVICE_MEMORY=8MiB|OA_HOST_THRESHOLD=0|OA_STDPAR_MIN=0" -DOP=stage
                           "-DCALLS=std::fill|std::copy (into the caller's range)|std::transform (binary)|std::reduce|std::transform_reduce (binary)|oa::stl::scan (block totals)|oa::stl::scan|oa::stl::sort (runs)|std::count"
                           -DEXPECT=paged -DSTAGES=19 -DBUDGET=8388608)
 

@@ -46,7 +46,7 @@ const char* const all_variables[] = {
     "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE", "OA_EMULATED_DEVICE_FUNCTIONS", "OA_CUDA_STAGING", "OA_FAIL_STICKY",
     "OA_EMULATED_FUSED", "OA_OFFLOAD_GEMM_MIN", "OA_OFFLOAD_ELEMENTS_MIN", "OA_OFFLOAD_GEMV_MIN", "OA_KEEP_COPIES",
     "OA_FAIL_FILL", "OA_FAIL_DRAIN", "OA_LINK_SHARED_GBPS", "OA_LINK_LATENCY_US", "OA_STAGING_SLOT_BYTES",
-    "OA_STAGING_THREADS", "OA_PLACEMENT", "OA_PERF_MODELS",
+    "OA_STAGING_THREADS", "OA_PLACEMENT", "OA_PERF_MODELS", "OA_STDPAR_MIN",
 };
 
 /// Clears every OA_ variable for one test and puts the caller's values back
@@ -589,13 +589,98 @@ TEST_CASE("the emulated link's shared rate and latency, and the staging engine's
   }
 }
 
+TEST_CASE("OA_STDPAR_MIN: one count for every family or family=count entries; in the file a number or an object") {
+  const oa::stdpar_thresholds defaults;
+  const auto all = [](std::uint64_t n) { return oa::stdpar_thresholds{n, n, n, n}; };
+  scoped_environment env;
+  CHECK(oa::config::from_environment().stdpar_min == defaults);
+
+  env.set("OA_STDPAR_MIN", "0");
+  CHECK(oa::config::from_environment().stdpar_min == all(0));
+  env.set("OA_STDPAR_MIN", " 123 ");
+  CHECK(oa::config::from_environment().stdpar_min == all(123));
+  // The families not named keep their default.
+  env.set("OA_STDPAR_MIN", "sort=65536,scan=0");
+  oa::stdpar_thresholds want = defaults;
+  want.sort = 65536;
+  want.scan = 0;
+  CHECK(oa::config::from_environment().stdpar_min == want);
+  env.set("OA_STDPAR_MIN", "scan=8, reduction = 7,elementwise=6,sort=5");
+  CHECK(oa::config::from_environment().stdpar_min == oa::stdpar_thresholds{5, 6, 7, 8});
+
+  oa::config c;
+  c.merge_json(R"({"stdpar_min": 42})", "f.json");
+  CHECK(c.stdpar_min == all(42));
+  c.merge_json(R"({"stdpar_min": 1e6})", "f.json");
+  CHECK(c.stdpar_min == all(1'000'000));
+  oa::config d;
+  d.merge_json(R"({"stdpar_min": {"sort": 1, "reduction": 3}})", "f.json");
+  want = defaults;
+  want.sort = 1;
+  want.reduction = 3;
+  CHECK(d.stdpar_min == want);
+
+  // A variable over the file changes the families it names.
+  const temp_file file(R"({"stdpar_min": {"sort": 1, "elementwise": 2}})");
+  env.set("OA_CONFIG", file.path());
+  env.set("OA_STDPAR_MIN", "scan=4");
+  oa::config_origin origin;
+  want = defaults;
+  want.sort = 1;
+  want.elementwise = 2;
+  want.scan = 4;
+  CHECK(oa::config::from_environment(&origin).stdpar_min == want);
+  CHECK(origin.where("stdpar_min") == "OA_STDPAR_MIN");
+
+  // Each value, and what its message says besides the variable or the key.
+  const std::pair<const char*, const char*> variables[] = {
+      {"many", "cannot read 'many' as a count of elements (use one count for every family"},
+      {"-1", "cannot read '-1'"},
+      {"99999999999999999999", "too large"},
+      {"sort", "cannot read 'sort'"},
+      {"sorting=5", "unknown family 'sorting' in 'sorting=5' (families: sort, elementwise, reduction, scan)"},
+      {"sort=x", "OA_STDPAR_MIN: sort: cannot read 'x' as a count of elements"},
+      {"scan=-2", "OA_STDPAR_MIN: scan: cannot read '-2'"},
+      {"sort=", "OA_STDPAR_MIN: sort: cannot read ''"},
+      {"reduction=1K", "OA_STDPAR_MIN: reduction: cannot read '1K'"},
+      {"sort=1,scan=2,sort=3", "family 'sort' given twice in 'sort=1,scan=2,sort=3'"},
+      {"sort=1,", "an empty entry in 'sort=1,'"},
+      {"0,sort=5", "'0' is not family=count"},
+  };
+  for (const auto& [value, says] : variables) {
+    CAPTURE(value);
+    scoped_environment inner;
+    inner.set("OA_STDPAR_MIN", value);
+    const std::string msg = config_error_of([] { (void)oa::config::from_environment(); });
+    CHECK(contains(msg, "oa: OA_STDPAR_MIN: "));
+    CHECK(contains(msg, says));
+  }
+  const std::pair<const char*, const char*> files[] = {
+      {R"({"stdpar_min": -1})", "must not be negative"},
+      {R"({"stdpar_min": 1.5})", "expected a count of elements"},
+      {R"({"stdpar_min": "0"})", "expected a count of elements or an object of counts by family"},
+      {R"({"stdpar_min": [1]})", "expected a count of elements or an object"},
+      {R"({"stdpar_min": {"sorting": 1}})", "unknown family 'sorting' (families: sort, elementwise, reduction, scan)"},
+      {R"({"stdpar_min": {"sort": -1}})", "'stdpar_min': sort: must not be negative"},
+      {R"({"stdpar_min": {"scan": "1"}})", "'stdpar_min': scan: expected a count of elements"},
+  };
+  for (const auto& [json, says] : files) {
+    CAPTURE(json);
+    oa::config e;
+    const std::string msg = config_error_of([&, json = json] { e.merge_json(json, "settings.json"); });
+    CHECK(contains(msg, "oa: settings.json: key 'stdpar_min'"));
+    CHECK(contains(msg, says));
+    CHECK(e.stdpar_min == defaults);
+  }
+}
+
 TEST_CASE("the unknown-key message lists exactly the accepted keys") {
   const std::set<std::string> accepted{
       "device",     "device_memory", "streams",     "chunk_bytes", "host_threshold", "report",
       "trace",      "link_gbps",     "fail_launch", "fail_copy",   "fail_sticky",    "emulated_device_functions",
       "sequential", "cuda_staging",  "progress",    "verbose",     "emulated_fused", "offload_gemm_min",
       "offload_elements_min", "offload_gemv_min", "keep_copies", "fail_fill", "fail_drain", "link_shared_gbps",
-      "link_latency_us", "staging_slot_bytes", "staging_threads", "placement", "perf_models"};
+      "link_latency_us", "staging_slot_bytes", "staging_threads", "placement", "perf_models", "stdpar_min"};
   oa::config c;
   const std::string msg = config_error_of([&] { c.merge_json(R"({"colour": "blue"})", "f.json"); });
   const std::string marker = "(known: ";

@@ -4,11 +4,12 @@
 // examples/CMakeLists.txt builds it as it is (oa_example_stdpar_stream: the
 // standard library's parallel algorithms on oneTBB) and with
 // oa_offload(... STDPAR) (oa_example_stdpar_stream_offload), where the
-// calls over its arrays run through oa's engine, chunked and paged; the
-// kernels with a lambda (scale, triad) stay with the standard library. Both
-// print the same checksums, within floating-point rounding.
+// calls over its arrays run through oa's engine, chunked and paged (each
+// family's from its OA_STDPAR_MIN; 0 below takes every one); the kernels
+// with a lambda (scale, triad) stay with the standard library. Both print
+// the same checksums, within floating-point rounding.
 //
-//   OA_DEVICE=emulated OA_DEVICE_MEMORY=8MiB OA_REPORT=report.json oa_example_stdpar_stream_offload 4000000
+//   OA_DEVICE=emulated OA_DEVICE_MEMORY=8MiB OA_STDPAR_MIN=0 OA_REPORT=report.json oa_example_stdpar_stream_offload 4000000
 
 #include <algorithm>
 #include <chrono>

@@ -252,6 +252,78 @@ int json_small_integer(const nlohmann::json& v, const std::string& what, int lo,
   return v.get<int>();
 }
 
+// --- OA_STDPAR_MIN ----------------------------------------------------------------
+
+constexpr const char* stdpar_count = "a count of elements";
+constexpr const char* stdpar_families = "sort, elementwise, reduction, scan";
+constexpr const char* stdpar_syntax =
+    " (use one count for every family, e.g. 0, or family=count entries separated by commas, e.g. "
+    "sort=65536,scan=0; families: sort, elementwise, reduction, scan)";
+
+/// 'text', for messages.
+std::string in_quotes(std::string_view text) {
+  std::string out(1, '\'');
+  out.append(text);
+  out += '\'';
+  return out;
+}
+
+/// The threshold of the family `name` in `t`; null for a name that is none.
+std::uint64_t* stdpar_family(stdpar_thresholds& t, std::string_view name) {
+  if (name == "sort") return &t.sort;
+  if (name == "elementwise") return &t.elementwise;
+  if (name == "reduction") return &t.reduction;
+  if (name == "scan") return &t.scan;
+  return nullptr;
+}
+
+/// "0" sets every family; "sort=65536,scan=0" the families it names, the
+/// others keeping their value in `t` (the default, or OA_CONFIG's).
+stdpar_thresholds parse_stdpar_min(const std::string& text, const std::string& what, stdpar_thresholds t) {
+  const std::string_view s = trim(text);
+  if (s.find('=') == std::string_view::npos) {
+    const std::uint64_t n = parse_unsigned(text, what, (std::string(stdpar_count) + stdpar_syntax).c_str());
+    return {n, n, n, n};
+  }
+  std::vector<std::string_view> named;
+  for (std::size_t begin = 0; begin <= s.size();) {
+    const std::size_t comma = std::min(s.find(',', begin), s.size());
+    const std::string_view entry = trim(s.substr(begin, comma - begin));
+    begin = comma + 1;
+    const std::size_t eq = entry.find('=');
+    if (eq == std::string_view::npos)
+      fail(what, entry.empty() ? std::string("an empty entry in ") + in_quotes(text) + stdpar_syntax
+                               : in_quotes(entry) + " is not family=count" + stdpar_syntax);
+    const std::string_view name = trim(entry.substr(0, eq));
+    std::uint64_t* slot = stdpar_family(t, name);
+    if (slot == nullptr)
+      fail(what, std::string("unknown family ") + in_quotes(name) + " in " + in_quotes(entry) + " (families: " +
+                     stdpar_families + ")");
+    if (std::find(named.begin(), named.end(), name) != named.end())
+      fail(what, std::string("family ") + in_quotes(name) + " given twice in " + in_quotes(text));
+    named.push_back(name);
+    *slot = parse_unsigned(std::string(entry.substr(eq + 1)), what + ": " + std::string(name), stdpar_count);
+  }
+  return t;
+}
+
+/// A number (every family) or an object of counts by family (the others
+/// keep their value).
+stdpar_thresholds json_stdpar_min(const nlohmann::json& v, const std::string& what, stdpar_thresholds t) {
+  if (v.is_number()) {
+    const std::uint64_t n = json_unsigned(v, what, stdpar_count);
+    return {n, n, n, n};
+  }
+  if (!v.is_object())
+    wrong_type(v, what, "a count of elements or an object of counts by family ({\"sort\": 65536, \"scan\": 0, ...})");
+  for (const auto& [name, count] : v.items()) {
+    std::uint64_t* slot = stdpar_family(t, name);
+    if (slot == nullptr) fail(what, std::string("unknown family ") + in_quotes(name) + " (families: " + stdpar_families + ")");
+    *slot = json_unsigned(count, what + ": " + name, stdpar_count);
+  }
+  return t;
+}
+
 // --- the settings ------------------------------------------------------------------
 
 /// One setting: its JSON key (the field's name), its variable, how each
@@ -394,6 +466,10 @@ const setting settings[] = {
      [](config& c, const nlohmann::json& v, const std::string& w) {
        c.offload_gemv_min = json_unsigned(v, w, "a count of matrix coefficients (m k)");
      },
+     no_check},
+    {"stdpar_min", "OA_STDPAR_MIN",
+     [](config& c, const std::string& t, const std::string& w) { c.stdpar_min = parse_stdpar_min(t, w, c.stdpar_min); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.stdpar_min = json_stdpar_min(v, w, c.stdpar_min); },
      no_check},
     {"cuda_staging", "OA_CUDA_STAGING",
      [](config& c, const std::string& t, const std::string&) { c.cuda_staging = t; },

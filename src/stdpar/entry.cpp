@@ -12,6 +12,7 @@
 #include <functional>
 #include <span>
 #include <string>
+#include <utility>
 
 #include "oa/annotations/stl.hpp"
 #include "oa/oa.hpp"
@@ -115,11 +116,24 @@ bool admit(const char* algorithm, family f, std::size_t n) {
     fell_back(algorithm, "called inside the engine's own work (an annotated function's chunk)");
     return false;
   }
-  (void)f;
-  const std::uint64_t min = oa::current_config().offload_elements_min;
-  if (n < min) {
-    oa::detail::note_not_offloaded(algorithm, "below OA_OFFLOAD_ELEMENTS_MIN (" + std::to_string(min) + " elements)",
-                                   "elements=" + std::to_string(n));
+  const oa::stdpar_thresholds min = oa::current_config().stdpar_min;
+  const auto [threshold, name] = [&]() -> std::pair<std::uint64_t, const char*> {
+    switch (f) {
+      case family::sort:
+        return {min.sort, "sort"};
+      case family::elementwise:
+        return {min.elementwise, "elementwise"};
+      case family::reduction:
+        return {min.reduction, "reduction"};
+      case family::scan:
+        return {min.scan, "scan"};
+    }
+    return {0, "?"};
+  }();
+  if (n < threshold) {
+    oa::detail::note_not_offloaded(
+        algorithm, std::string("below OA_STDPAR_MIN for ") + name + " (" + std::to_string(threshold) + " elements)",
+        "elements=" + std::to_string(n));
     return false;
   }
   return true;

@@ -13,7 +13,7 @@
 #                     stdpar/run_check.cmake on the host device and on an
 #                     emulated device of each OA_LIBSTDCXX_PSTL_EMULATED_MEMORY
 #                     budget, every call oa takes offloaded
-#                     (OA_OFFLOAD_ELEMENTS_MIN=0, OA_HOST_THRESHOLD=0);
+#                     (OA_STDPAR_MIN=0, OA_HOST_THRESHOLD=0);
 #   dg-do preprocess  a target compiled with the wrappers by its test (compile
 #   or compile        implies preprocess), not by the default build;
 #   dg-options -ltbb  links oneTBB; dg-timeout-factor scales the test's timeout;

@@ -6,7 +6,8 @@
 # ON_GPU: where OA_TEST_REQUIRE_GPU=1 (bench/gpu_check.sh), the CUDA device
 # with the same MEMORY budget takes the emulated one's place.
 # Every call oa takes goes through the engine, however small
-# (OA_OFFLOAD_ELEMENTS_MIN=0); on the emulated device with a MEMORY budget
+# (OA_STDPAR_MIN=0, or -DSTDPAR_MIN=<its value> where a test checks the
+# thresholds); on the emulated device with a MEMORY budget
 # and no host shortcut (OA_HOST_THRESHOLD=0). Fails when the program exits
 # non-zero (its own checks failed), when the engine failed a call (the
 # library then ran it: the program passes, but oa has a defect) or left an
@@ -15,7 +16,10 @@
 # ran through the engine (by device and by name) and the calls left to the
 # standard library, by algorithm and reason.
 cmake_policy(VERSION 3.25)
-set(ENV{OA_OFFLOAD_ELEMENTS_MIN} 0)
+if(NOT DEFINED STDPAR_MIN)
+  set(STDPAR_MIN 0)
+endif()
+set(ENV{OA_STDPAR_MIN} ${STDPAR_MIN})
 set(ENV{OA_REPORT} ${REPORT})
 if(ON_GPU AND DEVICE STREQUAL "emulated" AND "$ENV{OA_TEST_REQUIRE_GPU}" STREQUAL "1")
   set(DEVICE cuda)

@@ -14,6 +14,30 @@ namespace oa {
 
 class config_origin;
 
+/// OA_STDPAR_MIN: oa_offload(<target> STDPAR) calls of fewer elements stay
+/// with the standard library, one threshold per family of calls: what the
+/// engine costs against the library's parallel algorithms differs by family.
+/// Measured with oa-stdpar-sweep on the host device, 2 cores, double, best of
+/// 5, against libstdc++ on oneTBB: the library's time over the engine's in
+/// three runs (bench/results/2026-11-25-cpu-2core-no-gpu). A family the
+/// engine is slower for at 2^26, the largest size measured, defaults to 2^27.
+/// On a GPU the engine pays from much smaller sizes: measure there.
+struct stdpar_thresholds {
+  // sort: 0.39-0.60x at 4096 elements, 1.25-1.51x at 8192, 1.8-4.2x from
+  // 16384 to 2^26.
+  std::uint64_t sort = std::uint64_t{1} << 13;
+  // fill, copy, transform, for_each: a transform 0.10-0.58x at every size
+  // from 2^12 to 2^26.
+  std::uint64_t elementwise = std::uint64_t{1} << 27;
+  // reduce, transform_reduce, count(_if), min/max_element: a dot product
+  // 0.07-0.92x below 2^18, 0.6-1.6x from 2^18 to 2^21 (varying by run),
+  // 0.45-0.93x from 2^22 to 2^26 in the two runs on an otherwise idle machine.
+  std::uint64_t reduction = std::uint64_t{1} << 27;
+  // inclusive_scan, exclusive_scan: 0.08-0.55x at every size from 2^12 to 2^26.
+  std::uint64_t scan = std::uint64_t{1} << 27;
+  bool operator==(const stdpar_thresholds&) const = default;
+};
+
 // Names (device, cuda_staging) are exact from every source: lower case, no
 // spaces around them ("Emulated" and " emulated" are refused, naming the source).
 struct config {
@@ -65,6 +89,7 @@ struct config {
   // faster while A fits in the caches (double 0.83x at 1448^2, 1.32x at
   // 1600^2; float 0.73x at 2048^2, 1.27x at 2896^2); 2^23 suits both.
   std::uint64_t offload_gemv_min = std::uint64_t{1} << 23;
+  stdpar_thresholds stdpar_min;  // OA_STDPAR_MIN: per family of STDPAR calls (above)
 
   /// Defaults overlaid with OA_CONFIG's JSON file and then OA_* variables,
   /// then validated; `origins`, when given, learns where each setting came from.

@@ -5,8 +5,8 @@
 // object. Compiled into oa (src/stdpar/entry.cpp); declared here in C++17,
 // so that the program keeps its own standard. Each entry runs its call
 // through oa::stl's engine paths eagerly (finished when it returns) and
-// returns true, or returns false with nothing written (below
-// OA_OFFLOAD_ELEMENTS_MIN, inside the engine's own threads, or a failure the
+// returns true, or returns false with nothing written (below its family's
+// OA_STDPAR_MIN, inside the engine's own threads, or a failure the
 // engine could not recover from), noting why for the report: the caller then
 // runs the standard algorithm.
 
