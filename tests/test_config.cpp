@@ -46,7 +46,7 @@ const char* const all_variables[] = {
     "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE", "OA_EMULATED_DEVICE_FUNCTIONS", "OA_CUDA_STAGING", "OA_FAIL_STICKY",
     "OA_EMULATED_FUSED", "OA_OFFLOAD_GEMM_MIN", "OA_OFFLOAD_ELEMENTS_MIN", "OA_OFFLOAD_GEMV_MIN", "OA_KEEP_COPIES",
     "OA_FAIL_FILL", "OA_FAIL_DRAIN", "OA_LINK_SHARED_GBPS", "OA_LINK_LATENCY_US", "OA_STAGING_SLOT_BYTES",
-    "OA_STAGING_THREADS", "OA_PLACEMENT", "OA_PERF_MODELS", "OA_STDPAR_MIN",
+    "OA_STAGING_THREADS", "OA_PLACEMENT", "OA_PERF_MODELS", "OA_SERIAL_STAGES", "OA_STDPAR_MIN",
 };
 
 /// Clears every OA_ variable for one test and puts the caller's values back
@@ -680,7 +680,7 @@ TEST_CASE("the unknown-key message lists exactly the accepted keys") {
       "trace",      "link_gbps",     "fail_launch", "fail_copy",   "fail_sticky",    "emulated_device_functions",
       "sequential", "cuda_staging",  "progress",    "verbose",     "emulated_fused", "offload_gemm_min",
       "offload_elements_min", "offload_gemv_min", "keep_copies", "fail_fill", "fail_drain", "link_shared_gbps",
-      "link_latency_us", "staging_slot_bytes", "staging_threads", "placement", "perf_models", "stdpar_min"};
+      "link_latency_us", "staging_slot_bytes", "staging_threads", "placement", "perf_models", "serial_stages", "stdpar_min"};
   oa::config c;
   const std::string msg = config_error_of([&] { c.merge_json(R"({"colour": "blue"})", "f.json"); });
   const std::string marker = "(known: ";

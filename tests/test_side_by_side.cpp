@@ -115,3 +115,24 @@ TEST_CASE("side by side: an error of the host stage reaches its caller, the devi
   CHECK(!reps[0].error.empty());
   CHECK(reps[1].error.empty());
 }
+
+TEST_CASE("OA_SERIAL_STAGES: one stage at a time, the same results") {
+  oa::config c = slow_link();
+  c.serial_stages = true;
+  config_scope cs(c);
+  const std::vector<double> small = ramp(1000), big = ramp(std::size_t{1} << 20);
+  CHECK(oa::stl::transform(small, std::negate<>{}).get()[1] == -1);  // the device made first
+  oa::clear_reports();
+  oa::lazy<std::vector<double>> doubled, negated;
+  const double wall = seconds_of([&] {
+    doubled = slow_double(small);
+    negated = oa::stl::transform(big, std::negate<>{});
+    oa::evaluate();
+  });
+  CHECK(doubled.get()[3] == 6);
+  CHECK(negated.get()[3] == -3);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 2);
+  CAPTURE(wall);
+  CHECK(wall >= 0.95 * (reps[0].seconds + reps[1].seconds));
+}

@@ -443,6 +443,9 @@ const setting settings[] = {
     {"sequential", "OA_SEQUENTIAL",
      [](config& c, const std::string& t, const std::string& w) { c.sequential = env_bool(t, w); },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.sequential = json_bool(v, w); }, no_check},
+    {"serial_stages", "OA_SERIAL_STAGES",
+     [](config& c, const std::string& t, const std::string& w) { c.serial_stages = env_bool(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.serial_stages = json_bool(v, w); }, no_check},
     {"offload_gemm_min", "OA_OFFLOAD_GEMM_MIN",
      [](config& c, const std::string& t, const std::string& w) {
        c.offload_gemm_min = parse_unsigned(t, w, "a count of multiply-adds (m n k)");

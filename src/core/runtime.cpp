@@ -697,7 +697,7 @@ void evaluate(graph& g) {
       // A stage on the host beside a device runs on a thread of its own
       // while later stages that need not follow it run on the device (one
       // host stage at a time: the host device's streams and records are its).
-      const bool beside = where == &host && &dev != &host && i + 1 < stages.size() &&
+      const bool beside = !c.serial_stages && where == &host && &dev != &host && i + 1 < stages.size() &&
                           std::find(deps[i + 1].begin(), deps[i + 1].end(), i) == deps[i + 1].end();
       if (beside) {
         collect();

@@ -70,6 +70,7 @@ struct config {
   // once their host bytes are found unchanged); 0: chunk buffers only.
   bool keep_copies = true;
   bool sequential = false;              // OA_SEQUENTIAL: one chunk at a time on one stream (baseline)
+  bool serial_stages = false;           // OA_SERIAL_STAGES: no stage runs beside another (baseline)
   std::string cuda_staging = "pinned";  // OA_CUDA_STAGING: pinned (staging buffers) or register (pin the stage's host arrays)
   int progress = -1;                    // OA_PROGRESS: 1 on, 0 off, -1 = when stderr is a terminal
   bool verbose = false;                 // OA_VERBOSE
