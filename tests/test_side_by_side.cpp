@@ -137,3 +137,24 @@ TEST_CASE("OA_SERIAL_STAGES: one stage at a time, the same results") {
   CAPTURE(wall);
   CHECK(wall >= 0.95 * (reps[0].seconds + reps[1].seconds));
 }
+
+TEST_CASE("side by side: a device fault while a host stage runs re-runs its chunks on the host, exactly") {
+  for (const bool sticky : {false, true}) {
+    CAPTURE(sticky);
+    oa::config c = slow_link();
+    c.fail_launch = 2;  // after the warm-up's launch: the device stage's first chunk (the host stage launches nothing there)
+    c.fail_sticky = sticky;
+    config_scope cs(c);
+    const std::vector<double> small = ramp(1000), big = ramp(std::size_t{1} << 20);
+    oa::lazy<std::vector<double>> doubled, negated;
+    host_then_device(small, big, doubled, negated);
+    const std::vector<double> d = doubled.get(), n = negated.get();
+    for (std::size_t i = 0; i < small.size(); ++i) REQUIRE(d[i] == 2 * small[i]);
+    for (std::size_t i = 0; i < big.size(); ++i) REQUIRE(n[i] == -big[i]);
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 2);
+    CHECK(reps[0].device == "host");
+    CHECK(reps[1].host_reruns >= 1);
+    CHECK(reps[1].error.empty());
+  }
+}
