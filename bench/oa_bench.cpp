@@ -192,6 +192,9 @@ std::vector<array>& inputs_for(const workload_spec& w, std::size_t n, std::uint6
 void configure(const options& opt, const std::string& mode, std::size_t whole_budget = 0) {
   oa::config c = oa::current_config();
   c.device = opt.device;
+  c.devices = mode == "whole" ? std::string() : opt.devices;  // whole: all at once on one device
+  c.spread = opt.spread;
+  c.placement = opt.placement;
   c.device_memory = opt.device_memory;
   c.streams = opt.streams;
   c.link_gbps = opt.link_gbps;
@@ -307,6 +310,8 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
           {"device_memory_budget", r.budget ? r.budget : budget},
           {"peak_device_bytes", t.peak_device_bytes},
           {"chunks", t.chunks},
+          {"devices", is_oa_mode(r.mode) ? opt.devices : std::string()},
+          {"device_chunks", oa_bench::device_chunks_json(t)},
           {"streams", t.streams},
           {"h2d_bytes", t.h2d_bytes},
           {"d2h_bytes", t.d2h_bytes},
@@ -639,6 +644,18 @@ int main(int argc, char** argv) {
   app.add_option("--device", opt.device,
                  "device of modes oa, sequential and whole: auto (the best this build has), host, emulated or "
                  "cuda; overrides OA_DEVICE (default: OA_DEVICE, else auto)");
+  app.add_option("--devices", opt.devices,
+                 "several devices for modes oa and sequential, comma-separated specs kind[:key=value]... "
+                 "(emulated:memory=32MiB:link_gbps=2,emulated:link_gbps=8 or cuda:0,cuda:1); a stage's chunks are "
+                 "shared by them; overrides OA_DEVICES (default: OA_DEVICES, else one device: --device)");
+  app.add_option("--spread", opt.spread,
+                 "how several devices share a stage's chunks: balanced (by the rate each shows) or even (chunk i "
+                 "to device i mod n); overrides OA_SPREAD")
+      ->check(CLI::IsMember({"balanced", "even"}));
+  app.add_option("--placement", opt.placement,
+                 "threshold (OA_HOST_THRESHOLD decides host or device) or cost (each stage where its models "
+                 "predict it finishes first); overrides OA_PLACEMENT")
+      ->check(CLI::IsMember({"threshold", "cost"}));
   app.add_option(
          "--device-memory", device_memory_text,
          "device memory budget in bytes, suffixes allowed (64MiB, 1.5GiB, 2GB); 0 = the device's default; "
@@ -724,6 +741,9 @@ int main(int argc, char** argv) {
     // not read at all.
     std::vector<std::string_view> replaced;
     for (const auto& [option, key] : {std::pair<const char*, std::string_view>{"--device", "device"},
+                                      {"--devices", "devices"},
+                                      {"--spread", "spread"},
+                                      {"--placement", "placement"},
                                       {"--device-memory", "device_memory"},
                                       {"--streams", "streams"},
                                       {"--link-gbps", "link_gbps"}})
@@ -738,6 +758,9 @@ int main(int argc, char** argv) {
       }
     };
     take("--device", "device", opt.device, c.device);
+    take("--devices", "devices", opt.devices, c.devices);
+    take("--spread", "spread", opt.spread, c.spread);
+    take("--placement", "placement", opt.placement, c.placement);
     if (app.count("--device-memory") > 0) opt.device_memory = oa::parse_bytes(device_memory_text, "--device-memory");
     take("--device-memory", "device_memory", opt.device_memory, c.device_memory);
     take("--streams", "streams", opt.streams, c.streams);

@@ -8,6 +8,8 @@
 #include <cmath>
 #include <oa/oa.hpp>
 #include <random>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -101,6 +103,18 @@ double max_rel_error(const A& got, const B& ref) {
     e = std::max(e, std::abs(got[i] - ref[i]) / std::max(std::abs(ref[i]), 1e-300));
   return e;
 }
+
+// A library function that updates in place and throws on bad data part-way,
+// as plain code would: elements before the bad one are already scaled.
+inline void checked_scale(std::span<double> x, double k) {
+  for (double& v : x) {
+    if (v < 0) throw std::domain_error("test::checked_scale: negative element");
+    v *= k;
+  }
+}
+inline constexpr auto checked_scale_oa = oa::annotate<"test::checked_scale">(
+    oa::cpu(&checked_scale), oa::args(oa::mut<oa::split::contiguous>("x"), oa::scalar<double>("k")),
+    oa::device_fn(oa::elementwise(oa::ops::mul{})));
 
 inline oa::stage_report run_total() { return oa::total(oa::reports()); }
 

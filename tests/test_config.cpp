@@ -46,7 +46,7 @@ const char* const all_variables[] = {
     "OA_FAIL_COPY",      "OA_SEQUENTIAL", "OA_PROGRESS",      "OA_VERBOSE", "OA_EMULATED_DEVICE_FUNCTIONS", "OA_CUDA_STAGING", "OA_FAIL_STICKY",
     "OA_EMULATED_FUSED", "OA_OFFLOAD_GEMM_MIN", "OA_OFFLOAD_ELEMENTS_MIN", "OA_OFFLOAD_GEMV_MIN", "OA_KEEP_COPIES",
     "OA_FAIL_FILL", "OA_FAIL_DRAIN", "OA_LINK_SHARED_GBPS", "OA_LINK_LATENCY_US", "OA_STAGING_SLOT_BYTES",
-    "OA_STAGING_THREADS", "OA_PLACEMENT", "OA_PERF_MODELS", "OA_SERIAL_STAGES", "OA_STDPAR_MIN",
+    "OA_STAGING_THREADS", "OA_PLACEMENT", "OA_PERF_MODELS", "OA_SERIAL_STAGES", "OA_STDPAR_MIN", "OA_DEVICES", "OA_SPREAD",
 };
 
 /// Clears every OA_ variable for one test and puts the caller's values back
@@ -674,13 +674,36 @@ TEST_CASE("OA_STDPAR_MIN: one count for every family or family=count entries; in
   }
 }
 
+TEST_CASE("OA_DEVICES and OA_SPREAD: read from the environment and the file, bad values named") {
+  scoped_environment env;
+  env.set("OA_DEVICES", "emulated:link_gbps=2,emulated:memory=8MiB");
+  env.set("OA_SPREAD", "even");
+  const oa::config c = oa::config::from_environment();
+  CHECK(c.devices == "emulated:link_gbps=2,emulated:memory=8MiB");
+  CHECK(c.spread == "even");
+  env.set("OA_DEVICES", "emulated:link_gbps=x");
+  CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }),
+                 "oa: OA_DEVICES: 'emulated:link_gbps=x': link_gbps=x is not a number"));
+  env.set("OA_DEVICES", "emulated:memory=1EiB");
+  CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }), "more than this machine's physical memory"));
+  env.set("OA_DEVICES", "emulated");
+  env.set("OA_SPREAD", "fair");
+  CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }),
+                 "oa: OA_SPREAD: unknown spread 'fair' (use balanced or even"));
+  oa::config f;
+  f.merge_json(R"({"devices": "cuda:0,cuda:1", "spread": "balanced"})", "f.json");
+  CHECK(f.devices == "cuda:0,cuda:1");
+  CHECK(contains(config_error_of([&] { f.merge_json(R"({"devices": "tpu"})", "f.json"); }),
+                 "oa: f.json: key 'devices': 'tpu': unknown device kind 'tpu'"));
+}
+
 TEST_CASE("the unknown-key message lists exactly the accepted keys") {
   const std::set<std::string> accepted{
       "device",     "device_memory", "streams",     "chunk_bytes", "host_threshold", "report",
       "trace",      "link_gbps",     "fail_launch", "fail_copy",   "fail_sticky",    "emulated_device_functions",
       "sequential", "cuda_staging",  "progress",    "verbose",     "emulated_fused", "offload_gemm_min",
       "offload_elements_min", "offload_gemv_min", "keep_copies", "fail_fill", "fail_drain", "link_shared_gbps",
-      "link_latency_us", "staging_slot_bytes", "staging_threads", "placement", "perf_models", "serial_stages", "stdpar_min"};
+      "link_latency_us", "staging_slot_bytes", "staging_threads", "placement", "perf_models", "serial_stages", "stdpar_min", "devices", "spread"};
   oa::config c;
   const std::string msg = config_error_of([&] { c.merge_json(R"({"colour": "blue"})", "f.json"); });
   const std::string marker = "(known: ";

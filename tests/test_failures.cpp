@@ -26,17 +26,7 @@ using oa_test::message_of;
 namespace {
 
 
-// A library function that updates in place and throws on bad data part-way,
-// as plain code would: elements before the bad one are already scaled.
-void checked_scale(std::span<double> x, double k) {
-  for (double& v : x) {
-    if (v < 0) throw std::domain_error("test::checked_scale: negative element");
-    v *= k;
-  }
-}
-inline constexpr auto checked_scale_oa = oa::annotate<"test::checked_scale">(
-    oa::cpu(&checked_scale), oa::args(oa::mut<oa::split::contiguous>("x"), oa::scalar<double>("k")),
-    oa::device_fn(oa::elementwise(oa::ops::mul{})));
+using oa_test::checked_scale_oa;
 
 // A reduction that throws on bad data.
 double checked_total(std::span<const double> a) {

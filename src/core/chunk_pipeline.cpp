@@ -44,7 +44,7 @@ chunk_pipeline::chunk_pipeline(const stage& s, const std::vector<call_node>& nod
   launch_name_ = s.calls.size() == 1 ? first : first + " (+" + std::to_string(s.calls.size() - 1) + ")";
 }
 
-void chunk_pipeline::allocate(pipeline_outcome& out) {
+void chunk_pipeline::allocate(pipeline_outcome& out, bool fixed_chunks) {
   const stage_layout& L = plan_.layout;
   const bool in_place = plan_.mode == placement_mode::in_place;
   try {
@@ -53,13 +53,18 @@ void chunk_pipeline::allocate(pipeline_outcome& out) {
         guard_.assign(static_cast<std::size_t>(nslots_));
         for (auto& sl : guard_.slots)
           allocate_slot(dev_, sl, L, chunks_.chunk_units, in_place ? 0 : plan_.chunk_partial_bytes);
+        allocated_ = nslots_;
         break;
       } catch (const device_out_of_memory&) {
         for (auto& sl : guard_.slots) sl.release();
-        if (!plan_.shrink(chunks_, nslots_)) {
-          throw plan_error("oa: " + plan_.what + ": the device could not allocate one unit on one stream (" +
-                           std::to_string(plan_.slot_mem.bytes(1)) + " bytes) within its budget of " +
-                           std::to_string(dev_.memory_budget()) + " bytes");
+        const bool smaller = fixed_chunks ? nslots_ > 1 : plan_.shrink(chunks_, nslots_);
+        if (fixed_chunks && smaller) nslots_ /= 2;
+        if (!smaller) {
+          throw plan_error("oa: " + plan_.what + ": the device could not allocate " +
+                           (fixed_chunks ? "one chunk (" + std::to_string(plan_.slot_mem.bytes(chunks_.chunk_units))
+                                         : "one unit (" + std::to_string(plan_.slot_mem.bytes(1))) +
+                           " bytes) on one stream within its budget of " + std::to_string(dev_.memory_budget()) +
+                           " bytes");
         }
         chunks_.chunks = (s_.units + chunks_.chunk_units - 1) / chunks_.chunk_units;
       }
@@ -69,12 +74,6 @@ void chunk_pipeline::allocate(pipeline_outcome& out) {
     for (auto& sl : guard_.slots) sl.release();
     guard_.slots.clear();
   }
-  ranges_ = split::chunks(std::max<std::size_t>(s_.units, 1), chunks_.chunk_units);
-  const std::size_t nchunks = s_.units == 0 ? 0 : ranges_.size();
-  partials_.assign(nchunks * plan_.chunk_partial_bytes, std::byte{0});
-  undo_.plan(ranges_);
-  partial_entries_.assign(nchunks, 1);
-  events_.resize(nchunks);
 }
 
 region chunk_pipeline::in_whole(std::size_t k, const region& host_chunk) const {
@@ -82,12 +81,18 @@ region chunk_pipeline::in_whole(std::size_t k, const region& host_chunk) const {
                 host_chunk.rows, host_chunk.pitch};
 }
 
-void chunk_pipeline::check(std::size_t j, pipeline_outcome& out) {
-  if (!events_[j]) return;
-  std::exception_ptr err = dev_.synchronize_event(events_[j]);
-  events_[j].reset();
-  if (!err) return;
-  const slot& sl = guard_.slots[opt_.sequential ? 0 : j % guard_.slots.size()];
+/// Waits for the oldest chunk queued (j): a device fault re-runs it on the
+/// host, another error fails the stage.
+void chunk_pipeline::check(chunk_feed& feed, int d, std::size_t j, pipeline_outcome& out) {
+  event e = std::move(queued_.front().second);
+  queued_.pop_front();
+  std::exception_ptr err = dev_.synchronize_event(e);
+  feed.finished(d);
+  if (!err) {
+    ++out.completed;
+    return;
+  }
+  const slot& sl = guard_.slots[slot_of_[j]];
   try {
     dev_.synchronize(sl.stream.id());  // clears the stream's error
   } catch (...) {
@@ -97,7 +102,7 @@ void chunk_pipeline::check(std::size_t j, pipeline_outcome& out) {
   } catch (const device_fault& f) {
     out.faulted.push_back(j);
     // A sticky fault loses the device: the rest of the stage, and later
-    // stages, run on the host. After a transient one the device goes on.
+    // stages, run elsewhere. After a transient one the device goes on.
     if (f.sticky() && !out.lost) out.lost = err;
   } catch (...) {
     if (!out.stage_error) out.stage_error = err;
@@ -105,17 +110,18 @@ void chunk_pipeline::check(std::size_t j, pipeline_outcome& out) {
 }
 
 /// Queues chunk i on its slot: copies in, the launch, copies out, an event.
-void chunk_pipeline::submit(std::size_t i, stage_report& rep) {
+void chunk_pipeline::submit(chunk_feed& feed, std::size_t i, std::size_t on, stage_report& rep) {
   const stage_layout& L = plan_.layout;
   const bool in_place = plan_.mode == placement_mode::in_place;
   const bool fused = plan_.mode == placement_mode::fused;
-  slot& sl = guard_.slots[opt_.sequential ? 0 : i % guard_.slots.size()];
-  const split::range r = ranges_[i];
+  slot_of_[i] = on;
+  slot& sl = guard_.slots[on];
+  const split::range r = feed.ranges()[i];
   // The chunk's bytes of the caller's objects are kept before any of its
   // work can write them: by the worker itself where kernels run in place.
   if (!in_place) undo_.save(i);
   std::vector<region> regs = chunk_regions(L, sl.buffers, r);
-  std::byte* host_partial = partials_.data() + i * plan_.chunk_partial_bytes;
+  std::byte* host_partial = feed.partials().data() + i * plan_.chunk_partial_bytes;
   if (!in_place) {
     for (std::size_t k = 0; k < L.values.size(); ++k) {
       const stage_value& v = L.values[k];
@@ -147,7 +153,7 @@ void chunk_pipeline::submit(std::size_t i, stage_report& rep) {
         buffers[static_cast<std::size_t>(L.values[v].buffer)] = regs[v].data;
     k.kernel = kernel_for_chunk(*plan_.kernel, plan_.source, s_, nodes_, buffers, sl.partials, elements,
                                 plan_.partial_offsets);
-    partial_entries_[i] = k.kernel->grid;
+    feed.partial_entries()[i] = k.kernel->grid;
     // Its description, for a device that runs it on the host (emulated).
     k.entry = [&s = s_, &nodes = nodes_, &L, regs, r, dev_partials = sl.partials, &offsets = plan_.partial_offsets,
                grid = k.kernel->grid](const stream_view&) {
@@ -169,22 +175,19 @@ void chunk_pipeline::submit(std::size_t i, stage_report& rep) {
         dev_.copy_to_host_async(v.v->ops->host_region(v.v->object, r), regs[k], sl.stream.id());
     }
     for (std::size_t q = 0; q < L.reductions.size(); ++q) {
-      const std::size_t bytes = partial_entries_[i] * L.reductions[q]->ops->partial_bytes;
+      const std::size_t bytes = feed.partial_entries()[i] * L.reductions[q]->ops->partial_bytes;
       dev_.copy_to_host_async({host_partial + plan_.partial_offsets[q], bytes, 1, bytes},
                               {sl.partials + plan_.partial_offsets[q], bytes, 1, bytes}, sl.stream.id());
     }
   }
-  events_[i] = dev_.record_event(sl.stream.id());
+  queued_.emplace_back(i, dev_.record_event(sl.stream.id()));
 }
 
-pipeline_outcome chunk_pipeline::run(stage_report& rep) {
-  pipeline_outcome out;
-  allocate(out);
+void chunk_pipeline::run(chunk_feed& feed, int d, pipeline_outcome& out, stage_report& rep) {
   const stage_layout& L = plan_.layout;
-  const std::size_t nchunks = events_.size();
-  std::size_t submitted = 0;  // chunks whose work is all queued
-  if (!out.lost) {
-    progress_line progress(opt_.progress, "oa: " + plan_.what, nchunks);
+  slot_of_.assign(feed.count(), 0);
+  std::optional<std::size_t> partly;  // a chunk taken whose work is not all queued
+  if (!out.lost && !guard_.slots.empty()) {
     try {
       // Host storage the stage copies from and to, offered to the device to pin.
       if (plan_.mode != placement_mode::in_place && s_.units > 0) {
@@ -203,28 +206,33 @@ pipeline_outcome chunk_pipeline::run(stage_report& rep) {
         probe.source = plan_.source;
         dev_.prepare(probe);
       }
-      for (std::size_t i = 0; i < nchunks && !out.stage_error; ++i) {
-        if (i >= guard_.slots.size()) check(i - guard_.slots.size(), out);  // the slot's previous chunk
-        if (out.stage_error) break;
-        submit(i, rep);
-        submitted = i + 1;
-        progress.update(i + 1);
+      const std::size_t nslots = opt_.sequential ? 1 : guard_.slots.size();
+      for (std::size_t n = 0; !out.stage_error; ++n) {
+        if (queued_.size() >= nslots) check(feed, d, queued_.front().first, out);  // the slot's previous chunk
+        if (out.stage_error || out.lost) break;
+        partly = feed.take(d);
+        if (!partly) break;
+        submit(feed, *partly, n % nslots, rep);
+        partly.reset();
       }
     } catch (const device_fault&) {
       // The device refused work (it is lost, as a CUDA context is after a
-      // kernel fault): what is queued drains below, the rest runs on the host.
+      // kernel fault): what is queued drains below, the rest runs elsewhere.
       out.lost = std::current_exception();
     } catch (...) {
       if (!out.stage_error) out.stage_error = std::current_exception();
     }
-    for (std::size_t j = 0; j < submitted; ++j) check(j, out);
+    if (out.stage_error) feed.stop();
+    while (!queued_.empty()) check(feed, d, queued_.front().first, out);
   }
+  if (out.lost || guard_.slots.empty()) feed.leave(d);
   dev_.wait_idle();  // work of a chunk only partly queued, too
   rep.peak_device_bytes = dev_.peak_bytes();
-  if (out.lost && !out.stage_error)
-    for (std::size_t j = submitted; j < nchunks; ++j) out.faulted.push_back(j);
+  if (partly) {
+    if (out.lost && !out.stage_error) out.faulted.push_back(*partly);
+    feed.finished(d);
+  }
   guard_.slots.clear();  // device memory back before any host re-run
-  return out;
 }
 
 }  // namespace oa::detail

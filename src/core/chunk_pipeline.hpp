@@ -8,12 +8,14 @@
 // or the device lost.
 
 #include <cstddef>
+#include <deque>
 #include <exception>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/chunk_feed.hpp"
 #include "core/executor.hpp"
 #include "core/stage_plan.hpp"
 #include "core/undo_log.hpp"
@@ -66,6 +68,7 @@ struct pipeline_outcome {
   std::vector<std::size_t> faulted;  // chunks to run again on the host, in any order
   std::exception_ptr stage_error;    // an error of a call: the stage fails
   std::exception_ptr lost;           // the device refused work: it is lost, later stages run on the host
+  std::size_t completed = 0;         // chunks the device ran
 };
 
 /// A stage's whole copies (stage_plan::whole): per value, its device copy
@@ -84,23 +87,22 @@ class chunk_pipeline {
   chunk_pipeline(const chunk_pipeline&) = delete;
   chunk_pipeline& operator=(const chunk_pipeline&) = delete;
 
-  /// Allocates the slots (smaller chunks, then fewer slots, while the device
-  /// runs out of memory), queues every chunk and waits for them. Afterwards
-  /// the device is idle and the slots' memory is back; `rep` has the bytes
-  /// read from resident copies and the device's peak.
-  pipeline_outcome run(stage_report& rep);
+  /// Allocates the slots: while the device runs out of memory, smaller
+  /// chunks then fewer slots, or with `fixed_chunks` (chunks shared with
+  /// other devices) fewer slots only. Throws oa::plan_error when not even
+  /// one slot fits; a device fault loses the device (`out.lost`).
+  void allocate(pipeline_outcome& out, bool fixed_chunks);
+  /// Queues the chunks `feed` gives device `d` and waits for them.
+  /// Afterwards the device is idle and the slots' memory is back; `rep` has
+  /// the bytes read from resident copies and the device's peak.
+  void run(chunk_feed& feed, int d, pipeline_outcome& out, stage_report& rep);
 
-  const std::vector<split::range>& ranges() const noexcept { return ranges_; }
   std::size_t chunk_units() const noexcept { return chunks_.chunk_units; }
-  int slots() const noexcept { return nslots_; }
-  /// Each chunk's reduction partials (chunk_partial_bytes apart) and entries.
-  std::vector<std::byte>& partials() noexcept { return partials_; }
-  std::vector<std::size_t>& partial_entries() noexcept { return partial_entries_; }
+  int slots() const noexcept { return allocated_; }  // slots the stage ran on
 
  private:
-  void allocate(pipeline_outcome& out);
-  void submit(std::size_t i, stage_report& rep);
-  void check(std::size_t j, pipeline_outcome& out);
+  void submit(chunk_feed& feed, std::size_t i, std::size_t on, stage_report& rep);
+  void check(chunk_feed& feed, int d, std::size_t j, pipeline_outcome& out);
   region in_whole(std::size_t k, const region& host_chunk) const;
 
   const stage& s_;
@@ -113,14 +115,13 @@ class chunk_pipeline {
   undo_log& undo_;
   chunk_plan chunks_;  // smaller than planned when the device runs out of memory
   int nslots_;
+  int allocated_ = 0;
   std::string launch_name_;
   // Everything queued work may touch is declared before the slots, whose
   // destruction waits for their streams: on every path, errors included, it
   // is freed only after the device is done with it.
-  std::vector<split::range> ranges_;
-  std::vector<std::byte> partials_;
-  std::vector<std::size_t> partial_entries_;  // per chunk: entries of each reduction
-  std::vector<event> events_;
+  std::deque<std::pair<std::size_t, event>> queued_;  // chunks queued and not yet checked, oldest first, with their slot
+  std::vector<std::size_t> slot_of_;                    // per chunk of the stage
   host_memory_guard pinned_;  // outlives the slots: unpinned after their work is done
   slots_guard guard_;
 };

@@ -183,6 +183,15 @@ void check_device_memory(const config& c, const std::string& what) {
                    std::to_string(physical) + " bytes), which the emulated device's memory is part of");
 }
 
+/// OA_DEVICES: each spec readable, and an emulated device's memory within
+/// the machine's physical memory (which it is part of).
+void check_devices(const std::string& text, const std::string& what) {
+  for (const device_spec& d : parse_device_specs(text, what))
+    if (d.kind == "emulated" && d.memory && *d.memory > physical_memory())
+      fail(what, "'" + d.text + "': " + std::to_string(*d.memory) + " bytes is more than this machine's physical memory (" +
+                     std::to_string(physical_memory()) + " bytes), which the emulated device's memory is part of");
+}
+
 // --- environment values ---------------------------------------------------------
 
 bool env_bool(const std::string& text, const std::string& var) {
@@ -343,6 +352,15 @@ const setting settings[] = {
     {"device", "OA_DEVICE", [](config& c, const std::string& t, const std::string&) { c.device = t; },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.device = json_string(v, w); },
      [](const config& c, const std::string& w) { check_device(c.device, w); }},
+    {"devices", "OA_DEVICES", [](config& c, const std::string& t, const std::string&) { c.devices = t; },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.devices = json_string(v, w); },
+     [](const config& c, const std::string& w) { check_devices(c.devices, w); }},
+    {"spread", "OA_SPREAD", [](config& c, const std::string& t, const std::string&) { c.spread = t; },
+     [](config& c, const nlohmann::json& v, const std::string& w) { c.spread = json_string(v, w); },
+     [](const config& c, const std::string& w) {
+       if (c.spread != "balanced" && c.spread != "even")
+         fail(w, "unknown spread '" + c.spread + "' (use balanced or even, exactly: lower case, no spaces)");
+     }},
     {"device_memory", "OA_DEVICE_MEMORY",
      [](config& c, const std::string& t, const std::string& w) { c.device_memory = parse_bytes(t, w); },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.device_memory = json_bytes(v, w); },

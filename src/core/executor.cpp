@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "core/chunk_pipeline.hpp"
@@ -110,6 +111,13 @@ void fail_stage(const stage& s, const std::vector<call_node>& nodes, std::except
 
 namespace {
 
+/// "emulated:0 + emulated:1": a stage spread over several devices.
+std::string spread_name(const std::vector<device*>& devs) {
+  std::string out;
+  for (device* d : devs) out += (out.empty() ? "" : " + ") + d->name();
+  return out;
+}
+
 /// One run of a stage's calls, and the position of the call whose error
 /// failed it, if one did.
 struct attempt {
@@ -171,18 +179,18 @@ stage_plan plan_with_copies(const stage& s, const std::vector<call_node>& nodes,
 /// chunk in order (the result does not depend on which stream ran which
 /// chunk), its values ready, and when every chunk ran on the device its
 /// whole copies kept as resident values.
-void commit(const stage& s, const std::vector<call_node>& nodes, const stage_plan& P, chunk_pipeline& pipe,
+void commit(const stage& s, const std::vector<call_node>& nodes, const stage_plan& P, chunk_feed& feed,
             whole_copies& whole, const update_chain& chain, bool copies_hold, const run_options& opt,
             stage_report& rep) {
   const stage_layout& L = P.layout;
-  const std::size_t nchunks = pipe.partial_entries().size();
+  const std::size_t nchunks = feed.partial_entries().size();
   for (std::size_t q = 0; q < L.reductions.size(); ++q) {
     value_state* r = L.reductions[q];
     const std::size_t pb = r->ops->partial_bytes;
     std::vector<std::byte> mine;
     for (std::size_t j = 0; j < nchunks; ++j) {
-      const std::byte* from = pipe.partials().data() + j * P.chunk_partial_bytes + P.partial_offsets[q];
-      mine.insert(mine.end(), from, from + pipe.partial_entries()[j] * pb);
+      const std::byte* from = feed.partials().data() + j * P.chunk_partial_bytes + P.partial_offsets[q];
+      mine.insert(mine.end(), from, from + feed.partial_entries()[j] * pb);
     }
     r->ops->merge(mine.data(), mine.size() / std::max<std::size_t>(pb, 1), r->object);
   }
@@ -197,19 +205,60 @@ void commit(const stage& s, const std::vector<call_node>& nodes, const stage_pla
   }
 }
 
-/// Runs the stage once: plan, chunk pipeline, host re-runs of faulted
+/// One stage's plan for several devices: planned for each (no whole copies,
+/// no resident values: the chunks of every device read the host), the one
+/// with the smallest chunks taken by all, so that any device can run any chunk.
+stage_plan plan_spread(const stage& s, const std::vector<call_node>& nodes,
+                       const std::unordered_set<const value_state*>& needed_on_host, const std::vector<device*>& devs,
+                       device& host, const run_options& opt) {
+  run_options plain = opt;
+  plain.whole_copies = false;
+  plain.resident = nullptr;
+  std::optional<stage_plan> best;
+  for (device* d : devs) {
+    stage_plan P = plan_stage(s, nodes, needed_on_host, *d, host, plain);
+    if (!best || P.chunks.chunk_units < best->chunks.chunk_units) best = std::move(P);
+  }
+  return std::move(*best);
+}
+
+/// The pipelines of a stage's devices, one each, run side by side (each
+/// driven by a thread of its own beyond the first). A device that cannot
+/// hold one of the shared chunks sits the stage out.
+void run_pipelines(std::vector<std::unique_ptr<chunk_pipeline>>& pipes, chunk_feed& feed,
+                   std::vector<pipeline_outcome>& outs, std::vector<stage_report>& reps) {
+  const auto one = [&](std::size_t d) {
+    try {
+      if (pipes.size() > 1) pipes[d]->allocate(outs[d], true);
+    } catch (const plan_error&) {
+    }
+    pipes[d]->run(feed, static_cast<int>(d), outs[d], reps[d]);
+  };
+  std::vector<std::thread> others;
+  for (std::size_t d = 1; d < pipes.size(); ++d) others.emplace_back(one, d);
+  one(0);
+  for (auto& t : others) t.join();
+}
+
+/// Runs the stage once: plan, chunk pipelines, host re-runs of faulted
 /// chunks, then its values committed, or on a call's error every caller's
 /// object put back and the stage failed.
 attempt run_once(const stage& s, const std::vector<call_node>& nodes,
-                 const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
-                 const run_options& opt) {
+                 const std::unordered_set<const value_state*>& needed_on_host, const std::vector<device*>& devs,
+                 device& host, const run_options& opt) {
   const auto t0 = clock_type::now();
+  device& dev = *devs.front();
+  const bool spread = devs.size() > 1;
   attempt a{report_for(s, nodes, dev, opt), {}};
   stage_report& rep = a.rep;
-  // Whole copies are freed after the slots' streams are done (the pipeline
-  // goes first), or kept when the stage succeeds.
+  if (spread) rep.device = spread_name(devs);
+  // Whole copies are freed after the slots' streams are done (the pipelines
+  // go first), or kept when the stage succeeds.
   whole_copies whole;
-  const stage_plan P = plan_with_copies(s, nodes, needed_on_host, dev, host, opt, whole);
+  const stage_plan P = spread ? plan_spread(s, nodes, needed_on_host, devs, host, opt)
+                              : plan_with_copies(s, nodes, needed_on_host, dev, host, opt, whole);
+  whole.copies.resize(P.layout.values.size());
+  whole.host.resize(P.layout.values.size());
   // Planned without the copies pinned for it: the stage reads every value
   // from the host, which must hold them first.
   if (P.release_pinned) opt.resident->release_pinned();
@@ -223,17 +272,43 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
       v.v->owned = v.v->ops->make(v.v->shape, v.v->state.get(), v.v->object);
   for (value_state* r : L.reductions) r->owned = r->ops->make(r->shape, r->state.get(), r->object);
 
-  dev.set_recording(true);
-  (void)dev.take_records();
-  dev.reset_peak();
-  undo_log undo(s, nodes);  // outlives the pipeline, whose queued work saves into it
-  chunk_pipeline pipe(s, nodes, P, dev, opt, whole, chain.updates, undo);
-  pipeline_outcome out = pipe.run(rep);
-  const std::size_t nchunks = s.units == 0 ? 0 : pipe.ranges().size();
-  rep.device_chunks = nchunks - out.faulted.size();
+  for (device* d : devs) {
+    d->set_recording(true);
+    (void)d->take_records();
+    d->reset_peak();
+  }
+  undo_log undo(s, nodes);         // outlives the pipelines, whose queued work saves into it
+  std::optional<chunk_feed> feed;  // likewise: queued work writes the partials
+  std::vector<pipeline_outcome> outs(devs.size());
+  std::vector<stage_report> reps(devs.size());
+  std::vector<std::unique_ptr<chunk_pipeline>> pipes;
+  for (device* d : devs)
+    pipes.push_back(std::make_unique<chunk_pipeline>(s, nodes, P, *d, opt, whole, chain.updates, undo));
+  // One device may take smaller chunks when its memory runs short; chunks
+  // shared by several are fixed before any runs.
+  if (!spread) pipes.front()->allocate(outs.front(), false);
+  const std::size_t chunk_units = spread ? P.chunks.chunk_units : pipes.front()->chunk_units();
+  feed.emplace(s.units, chunk_units, P.chunk_partial_bytes, static_cast<int>(devs.size()), opt.spread_even,
+               opt.progress, "oa: " + P.what);
+  undo.plan(feed->ranges());
+  run_pipelines(pipes, *feed, outs, reps);
 
-  // Chunks the device failed on run again on the host, from the caller's data
-  // as it was before the chunk.
+  pipeline_outcome out;
+  for (std::size_t d = 0; d < devs.size(); ++d) {
+    out.faulted.insert(out.faulted.end(), outs[d].faulted.begin(), outs[d].faulted.end());
+    if (!out.stage_error) out.stage_error = outs[d].stage_error;
+    if (!out.lost) out.lost = outs[d].lost;
+    out.completed += outs[d].completed;
+    if (opt.lost && outs[d].lost) (*opt.lost)[d] = message_of(outs[d].lost);
+  }
+  // Chunks no device took (every one was lost, or had no room) run on the host.
+  if (!out.stage_error)
+    for (std::size_t j : feed->untaken()) out.faulted.push_back(j);
+  const std::size_t nchunks = feed->count();
+  rep.device_chunks = out.completed;
+
+  // Chunks the devices failed on run again on the host, from the caller's
+  // data as it was before the chunk.
   if (!out.stage_error && !out.faulted.empty()) {
     // The host reads inputs from their host storage: device-only copies go back first.
     for (residency::entry* e : P.resident_in) {
@@ -251,17 +326,23 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
     std::sort(out.faulted.begin(), out.faulted.end());
     for (std::size_t j : out.faulted) undo.before_rerun(j);
     if (!fused)
-      for (std::size_t j : out.faulted) pipe.partial_entries()[j] = 1;
-    out.stage_error = rerun_on_host(*P.fallback, s, nodes, needed_on_host, pipe.ranges(), out.faulted,
-                                    pipe.chunk_units(), L, P.partial_offsets, P.chunk_partial_bytes, pipe.partials(),
-                                    fused ? &pipe.partial_entries() : nullptr);
+      for (std::size_t j : out.faulted) feed->partial_entries()[j] = 1;
+    out.stage_error = rerun_on_host(*P.fallback, s, nodes, needed_on_host, feed->ranges(), out.faulted,
+                                    feed->chunk_units(), L, P.partial_offsets, P.chunk_partial_bytes, feed->partials(),
+                                    fused ? &feed->partial_entries() : nullptr);
     rep.host_reruns = out.faulted.size();
   }
 
-  add_device_records(rep, dev, opt);
-  rep.chunk_units = pipe.chunk_units();
+  rep.streams = 0;
+  for (std::size_t d = 0; d < devs.size(); ++d) {
+    add_device_records(rep, *devs[d], opt);
+    rep.peak_device_bytes = std::max(rep.peak_device_bytes, reps[d].peak_device_bytes);
+    rep.resident_bytes_saved += reps[d].resident_bytes_saved;
+    rep.streams += pipes[d]->slots();
+    if (spread) rep.chunks_by_device.emplace_back(devs[d]->name(), outs[d].completed);
+  }
+  rep.chunk_units = feed->chunk_units();
   rep.chunks = nchunks;
-  rep.streams = pipe.slots();
   rep.sequential = opt.sequential;
   rep.bytes_per_unit = P.bytes_per_unit;
   if (out.lost) rep.device_fault = message_of(out.lost);
@@ -299,7 +380,7 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
       fail_stage(s, nodes, error);
     }
   } else {
-    commit(s, nodes, P, pipe, whole, chain, copies_hold, opt, rep);
+    commit(s, nodes, P, *feed, whole, chain, copies_hold, opt, rep);
   }
   rep.seconds = seconds_since(t0);
   return a;
@@ -310,8 +391,15 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
 stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
                        const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
                        const run_options& opt) {
+  return run_stage(s_in, nodes, needed_on_host, std::vector<device*>{&dev}, host, opt);
+}
+
+stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
+                       const std::unordered_set<const value_state*>& needed_on_host, const std::vector<device*>& devs,
+                       device& host, const run_options& opt) {
   const auto t0 = clock_type::now();
-  stage_report first = report_for(s_in, nodes, dev, opt);
+  stage_report first = report_for(s_in, nodes, *devs.front(), opt);
+  if (devs.size() > 1) first.device = spread_name(devs);
   stage s = cancel_failed(s_in, nodes);
   if (s.calls.empty()) return first;
   check_caller_objects(s, nodes);
@@ -321,7 +409,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   // throws. The report names every call and the first error.
   std::string error;
   for (;;) {
-    attempt a = run_once(s, nodes, needed_on_host, dev, host, opt);
+    attempt a = run_once(s, nodes, needed_on_host, devs, host, opt);
     if (error.empty()) error = a.rep.error;
     if (a.culprit) {
       s.calls.erase(s.calls.begin() + static_cast<std::ptrdiff_t>(*a.culprit));

@@ -24,6 +24,8 @@ struct run_options {
   bool keep_result = false;       // contractions: keep the result resident for a later stage on this device
   bool result_on_host = true;     // contractions: the result must reach its host storage too
   bool whole_copies = true;       // element-wise stages: whole copies of inputs and outputs, kept (stage_plan::whole)
+  bool spread_even = false;       // several devices: chunk i to device i mod n (OA_SPREAD=even)
+  std::vector<std::string>* lost = nullptr;  // several devices: per device, why it was lost (empty: it was not)
 };
 
 /// Runs a stage on `dev`; chunks that fail with a device fault are re-run on
@@ -33,6 +35,14 @@ struct run_options {
 stage_report run_stage(const stage& s, const std::vector<call_node>& nodes,
                        const std::unordered_set<const value_state*>& needed_on_host, device& dev, device& host,
                        const run_options& opt);
+
+/// The same over several devices at once (element-wise stages): each runs
+/// chunks of the stage from a shared feed (core/chunk_feed.hpp), reading the
+/// host's data; the chunks of a device that fails go to the others, and
+/// those it faulted on to the host.
+stage_report run_stage(const stage& s, const std::vector<call_node>& nodes,
+                       const std::unordered_set<const value_state*>& needed_on_host, const std::vector<device*>& devs,
+                       device& host, const run_options& opt);
 
 /// Runs a contraction stage (one call, see oa/core/contraction.hpp) tile by
 /// tile on `dev`; on a device fault, again on `host`. Afterwards its result

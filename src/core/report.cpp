@@ -35,6 +35,12 @@ void accumulate(stage_report& t, const stage_report& s, bool with_calls) {
   t.units = std::max(t.units, s.units);
   t.chunks += s.chunks;
   t.device_chunks += s.device_chunks;
+  for (const auto& [name, n] : s.chunks_by_device) {
+    auto it = std::find_if(t.chunks_by_device.begin(), t.chunks_by_device.end(),
+                           [&](const auto& e) { return e.first == name; });
+    if (it == t.chunks_by_device.end()) t.chunks_by_device.emplace_back(name, n);
+    else it->second += n;
+  }
   t.streams = std::max(t.streams, s.streams);
   t.sequential = t.sequential || s.sequential;
   t.h2d_bytes += s.h2d_bytes;
@@ -101,6 +107,13 @@ void run_log::add_declined(const std::string& op, const std::string& reason, con
 void run_log::clear() { *this = run_log{}; }
 
 namespace {
+/// {"emulated:0": 12, "emulated:1": 48}: a spread stage's chunks per device.
+nlohmann::json by_device(const stage_report& s) {
+  nlohmann::json o = nlohmann::json::object();
+  for (const auto& [name, n] : s.chunks_by_device) o[name] = n;
+  return o;
+}
+
 nlohmann::json to_json(const stage_report& s) {
   return {{"calls", s.calls},
           {"op", s.op},
@@ -118,6 +131,7 @@ nlohmann::json to_json(const stage_report& s) {
           {"d2h_bytes", s.d2h_bytes},
           {"peak_device_bytes", s.peak_device_bytes},
           {"device_chunks", s.device_chunks},
+          {"chunks_by_device", by_device(s)},
           {"host_reruns", s.host_reruns},
           {"device_fault", s.device_fault.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.device_fault)},
           {"rollback_bytes", s.rollback_bytes},

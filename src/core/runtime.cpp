@@ -116,6 +116,20 @@ struct runtime_state {
   }
 
   device_entry& first() { return devices.front(); }
+  /// The devices not lost, in their order.
+  std::vector<device_entry*> usable() {
+    std::vector<device_entry*> out;
+    for (auto& d : devices)
+      if (d.failed.empty()) out.push_back(&d);
+    return out;
+  }
+  /// The device a stage is offered to: the first not lost (the first when
+  /// all are, which place_stage then declines).
+  device_entry& target() {
+    for (auto& d : devices)
+      if (d.failed.empty()) return d;
+    return devices.front();
+  }
 };
 
 }  // namespace detail
@@ -171,61 +185,103 @@ bool gpu_usable(std::string& why) {
 #endif
 }
 
-std::unique_ptr<device> make_cuda(const config& c, const config_origin& origin) {
+/// GPU `ordinal` with `memory` bytes of budget (0: the device's default).
+std::unique_ptr<device> make_cuda(const config& c, const config_origin& origin, const std::string& setting,
+                                  int ordinal, std::size_t memory) {
   std::string why;
   if (!gpu_usable(why))
-    throw device_unavailable("oa: " + origin.where("device") + ": device 'cuda' cannot be used: no usable GPU (" +
+    throw device_unavailable("oa: " + origin.where(setting) + ": device 'cuda' cannot be used: no usable GPU (" +
                              why + "); use device 'auto' or 'host' (the CPU), or 'emulated'");
 #if defined(OA_HAS_CUDA)
   // The CUDA device takes the budget as given: one beyond the GPU's memory
   // would only fail allocation by allocation, mid-run.
   cudaDeviceProp props{};
-  if (c.device_memory != 0 && cudaGetDeviceProperties(&props, 0) == cudaSuccess &&
-      c.device_memory > props.totalGlobalMem)
-    throw config_error("oa: " + origin.where("device_memory") + ": " + std::to_string(c.device_memory) +
-                       " bytes is more than the memory of GPU 0 (" + props.name + ": " +
-                       std::to_string(props.totalGlobalMem) + " bytes)");
+  if (memory != 0 && cudaGetDeviceProperties(&props, ordinal) == cudaSuccess && memory > props.totalGlobalMem)
+    throw config_error("oa: " + origin.where(setting == "devices" ? "devices" : "device_memory") + ": " +
+                       std::to_string(memory) + " bytes is more than the memory of GPU " + std::to_string(ordinal) +
+                       " (" + props.name + ": " + std::to_string(props.totalGlobalMem) + " bytes)");
   cuda::options o;
-  o.memory_budget = c.device_memory;
+  o.ordinal = ordinal;
+  o.memory_budget = memory;
   o.register_host_memory = c.cuda_staging == "register";
   if (c.staging_slot_bytes) o.staging_bytes = c.staging_slot_bytes;
   o.copy_threads = c.staging_threads;
   return cuda::make_device(o);
 #else
-  (void)c;
-  throw device_unavailable("oa: " + origin.where("device") + ": device 'cuda': " + why);
+  (void)c, (void)ordinal, (void)memory;
+  throw device_unavailable("oa: " + origin.where(setting) + ": device 'cuda': " + why);
 #endif
 }
 
-std::unique_ptr<device> make_device(const config& c, const config_origin& origin, std::string& note) {
-  if (c.device == "auto") {
-    std::string why;
-    if (gpu_usable(why)) {
-      note = " (auto: a usable GPU)";
-      return make_cuda(c, origin);
-    }
-    note = " (auto: no usable GPU: " + why + ")";
-    return make_host_device({});
-  }
-  if (c.device == "host") return make_host_device({});
-  if (c.device == "emulated") {
-    emulated_options o;
-    if (c.device_memory) o.memory_budget = c.device_memory;
-    o.link_bytes_per_second = c.link_gbps * 1e9;
-    o.link_shared_bytes_per_second = c.link_shared_gbps * 1e9;
-    o.link_latency_seconds = c.link_latency_us * 1e-6;
-    if (c.staging_slot_bytes) o.staging_slot_bytes = c.staging_slot_bytes;
-    o.staging_threads = c.staging_threads;
+/// An emulated device from the one-device settings, overlaid by `spec` when
+/// it comes from OA_DEVICES (then named "emulated:<position>").
+std::unique_ptr<device> make_emulated(const config& c, const device_spec* spec, std::size_t position) {
+  emulated_options o;
+  if (c.device_memory) o.memory_budget = c.device_memory;
+  o.link_bytes_per_second = c.link_gbps * 1e9;
+  o.link_shared_bytes_per_second = c.link_shared_gbps * 1e9;
+  o.link_latency_seconds = c.link_latency_us * 1e-6;
+  if (c.staging_slot_bytes) o.staging_slot_bytes = c.staging_slot_bytes;
+  o.staging_threads = c.staging_threads;
+  o.run_device_functions = c.emulated_device_functions;
+  o.fused_kernels = c.emulated_fused;
+  if (!spec) {
     o.fail_fill = c.fail_fill;
     o.fail_drain = c.fail_drain;
     o.fail_launch = c.fail_launch;
     o.fail_copy = c.fail_copy;
     o.sticky_faults = c.fail_sticky;
-    o.run_device_functions = c.emulated_device_functions;
-    o.fused_kernels = c.emulated_fused;
     return make_emulated_device(o);
   }
-  if (c.device == "cuda") return make_cuda(c, origin);
+  o.name = "emulated:" + std::to_string(position);
+  if (spec->memory) o.memory_budget = *spec->memory;
+  if (spec->link_gbps) o.link_bytes_per_second = *spec->link_gbps * 1e9;
+  if (spec->link_shared_gbps) o.link_shared_bytes_per_second = *spec->link_shared_gbps * 1e9;
+  if (spec->latency_us) o.link_latency_seconds = *spec->latency_us * 1e-6;
+  o.fail_launch = spec->fail_launch;
+  o.fail_copy = spec->fail_copy;
+  o.sticky_faults = spec->sticky;
+  return make_emulated_device(o);
+}
+
+/// Every usable GPU, each with the budget OA_DEVICE_MEMORY gives.
+std::vector<std::unique_ptr<device>> make_all_gpus(const config& c, const config_origin& origin) {
+  std::vector<std::unique_ptr<device>> out;
+  int n = 1;
+#if defined(OA_HAS_CUDA)
+  n = std::max(1, cuda::usable_devices());
+#endif
+  for (int g = 0; g < n; ++g) out.push_back(make_cuda(c, origin, "device", g, c.device_memory));
+  return out;
+}
+
+/// The devices stages are offered to: OA_DEVICES' list, or OA_DEVICE's
+/// device (every usable GPU for cuda).
+std::vector<std::unique_ptr<device>> make_devices(const config& c, const config_origin& origin, std::string& note) {
+  std::vector<std::unique_ptr<device>> out;
+  if (!c.devices.empty()) {
+    const std::vector<device_spec> specs = parse_device_specs(c.devices, origin.where("devices"));
+    for (std::size_t i = 0; i < specs.size(); ++i) {
+      const device_spec& d = specs[i];
+      out.push_back(d.kind == "cuda" ? make_cuda(c, origin, "devices", d.ordinal, d.memory.value_or(c.device_memory))
+                                     : make_emulated(c, &d, i));
+    }
+    return out;
+  }
+  if (c.device == "auto") {
+    std::string why;
+    if (gpu_usable(why)) {
+      note = " (auto: a usable GPU)";
+      return make_all_gpus(c, origin);
+    }
+    note = " (auto: no usable GPU: " + why + ")";
+    out.push_back(make_host_device({}));
+    return out;
+  }
+  if (c.device == "host") out.push_back(make_host_device({}));
+  if (c.device == "emulated") out.push_back(make_emulated(c, nullptr, 0));
+  if (c.device == "cuda") return make_all_gpus(c, origin);
+  if (!out.empty()) return out;
   validate(c, origin);  // names the bad setting; a validated config never gets here
   throw config_error("oa: " + origin.where("device") + ": unknown device '" + c.device + "'");
 }
@@ -240,17 +296,21 @@ device& device_locked(runtime_state& s) {
     if (s.device_error) std::rethrow_exception(s.device_error);
     const config& c = config_locked(s);
     std::string note;
-    runtime_state::device_entry e;
+    std::vector<std::unique_ptr<device>> made;
     try {
-      e.dev = make_device(c, s.origin, note);
+      made = make_devices(c, s.origin, note);
     } catch (...) {
       s.device_error = std::current_exception();
       throw;
     }
-    e.resident = std::make_unique<detail::residency>(*e.dev);
-    s.devices.push_back(std::move(e));
+    for (auto& d : made) {
+      runtime_state::device_entry e;
+      e.dev = std::move(d);
+      e.resident = std::make_unique<detail::residency>(*e.dev);
+      s.devices.push_back(std::move(e));
+    }
     if (c.verbose && !s.announced) {
-      std::fprintf(stderr, "oa: device: %s%s\n", s.first().dev->name().c_str(), note.c_str());
+      for (const auto& e : s.devices) std::fprintf(stderr, "oa: device: %s%s\n", e.dev->name().c_str(), note.c_str());
       s.announced = true;
     }
   }
@@ -648,12 +708,27 @@ void evaluate(graph& g) {
     }
     // A report's device_fault is a sticky fault (a CUDA kernel fault,
     // OA_FAIL_STICKY): the device is lost, its unfinished chunks or tiles
-    // ran on the host, and later stages stay there. After a transient fault
-    // only the failed chunks re-ran (host_reruns) and the device goes on.
-    if (!rep.device_fault.empty() && &where != &host) {
-      st.first().failed = rep.device_fault;
-      std::fprintf(stderr, "%s; %zu %s re-run on the host, which runs every later stage\n", rep.device_fault.c_str(),
-                   rep.host_reruns, stages[i].contraction ? "tiles" : "chunks");
+    // ran elsewhere, and later stages go to the other devices or the host.
+    // After a transient fault only the failed chunks re-ran (host_reruns)
+    // and the device goes on.
+    for (auto& e : st.devices) {
+      if (e.dev.get() != &where || rep.device_fault.empty()) continue;
+      e.failed = rep.device_fault;
+      std::fprintf(stderr, "%s; %zu %s re-run on the host, %s\n", rep.device_fault.c_str(), rep.host_reruns,
+                   stages[i].contraction ? "tiles" : "chunks",
+                   st.usable().empty() ? "which runs every later stage" : "and later stages go to the other devices");
+    }
+    reports[i] = std::move(rep);
+    log_ready();
+  };
+  // A stage spread over several devices: those lost in it are retired.
+  const auto finish_spread = [&](std::size_t i, stage_report rep, const std::vector<runtime_state::device_entry*>& on,
+                                 const std::vector<std::string>& lost) {
+    for (std::size_t k = 0; k < on.size(); ++k) {
+      if (lost[k].empty()) continue;
+      on[k]->failed = lost[k];
+      std::fprintf(stderr, "%s; its chunks went to the other devices (%zu re-run on the host)%s\n", lost[k].c_str(),
+                   rep.host_reruns, st.usable().empty() ? ", and the host runs every later stage" : "");
     }
     reports[i] = std::move(rep);
     log_ready();
@@ -681,9 +756,10 @@ void evaluate(graph& g) {
     double predicted = 0;
     try {
       if (models_error) std::rethrow_exception(models_error);
-      device& dev = device_locked(st);
+      (void)device_locked(st);
       device& host = host_locked(st);
-      runtime_state::device_entry& target = st.first();
+      runtime_state::device_entry& target = st.target();
+      device& dev = *target.dev;
       placement place = place_stage(s, nodes, needed, dev, host, by_cost ? 0 : c.host_threshold, target.failed);
       if (by_cost) {
         cost = cost_of(s, nodes, needed, target.resident.get());
@@ -693,6 +769,23 @@ void evaluate(graph& g) {
       opt.placement_reason = place.reason;
       if (place.smallest_budget) too_small.add(target, c, describe(s, nodes), place.smallest_budget);
       opt.streams = where == &dev ? c.streams : 0;  // a fallback host uses its own parallelism
+      // Several devices: an element-wise stage's chunks go to all not lost,
+      // each reading the host's data.
+      std::vector<runtime_state::device_entry*> spread = st.usable();
+      if (where == &dev && !s.contraction && spread.size() > 1) {
+        for (auto* e : spread) prepare_residency(*e->resident, s, nodes, i, false, opt, read_from, demanded);
+        opt.whole_copies = false;
+        opt.spread_even = c.spread == "even";
+        std::vector<std::string> lost(spread.size());
+        opt.lost = &lost;
+        std::vector<device*> devs;
+        for (auto* e : spread) devs.push_back(e->dev.get());
+        stage_report rep = run_stage(s, nodes, needed, devs, host, opt);
+        rep.predicted_seconds = predicted;
+        finish_spread(i, std::move(rep), spread, lost);
+        if (opt.trace) st.log.add_trace(trace);
+        continue;
+      }
       prepare_residency(*target.resident, s, nodes, i, where == &dev, opt, read_from, demanded);
       // A stage on the host beside a device runs on a thread of its own
       // while later stages that need not follow it run on the device (one

@@ -259,7 +259,9 @@ class cuda_device final : public device, private oa::detail::staging_port {
   }
 
   device_kind kind() const noexcept override { return device_kind::cuda; }
-  std::string name() const override { return std::string("cuda (") + props_.name + ")"; }
+  std::string name() const override {
+    return (opt_.ordinal == 0 ? std::string("cuda (") : "cuda:" + std::to_string(opt_.ordinal) + " (") + props_.name + ")";
+  }
   bool host_accessible() const noexcept override { return false; }
   int preferred_streams() const noexcept override { return 4; }
   // Measured once, when the first stage is planned.

@@ -100,7 +100,9 @@ class emulated_device final : public stream_device, private staging_port {
   }
 
   device_kind kind() const noexcept override { return device_kind::emulated; }
-  std::string name() const override { return "emulated"; }
+  std::string name() const override { return opt_.name; }
+  /// How faults name it: "emulated device", "emulated device emulated:1" among several.
+  std::string who() const { return opt_.name == "emulated" ? "emulated device" : "emulated device " + opt_.name; }
   bool host_accessible() const noexcept override { return false; }
   bool runs_device_functions() const noexcept override { return opt_.run_device_functions || opt_.fused_kernels; }
   bool compiles_kernels() const noexcept override { return opt_.fused_kernels; }
@@ -173,7 +175,7 @@ class emulated_device final : public stream_device, private staging_port {
     const std::uint64_t n = ++launches_;
     if (n == opt_.fail_launch) {
       const std::string what = "injected fault in launch #" + std::to_string(n) + " (kernel '" + k.name + "')";
-      o.fault = std::make_exception_ptr(device_fault("oa: emulated device: " + what, opt_.sticky_faults));
+      o.fault = std::make_exception_ptr(device_fault("oa: " + who() + ": " + what, opt_.sticky_faults));
       lose(what);
     }
     o.label = std::move(k.name);
@@ -204,7 +206,7 @@ class emulated_device final : public stream_device, private staging_port {
   void check_lost() const {
     if (!lost_) return;
     std::lock_guard lock(lost_m_);
-    throw device_fault("oa: emulated device: lost after an " + lost_what_ + ", which was sticky");
+    throw device_fault("oa: " + who() + ": lost after an " + lost_what_ + ", which was sticky");
   }
   void lose(const std::string& what) {
     if (!opt_.sticky_faults) return;
@@ -222,7 +224,7 @@ class emulated_device final : public stream_device, private staging_port {
     if (n == opt_.fail_copy) {
       const std::string what_failed = "injected fault in copy #" + std::to_string(n) + " (" + to_string(what) + ", " +
                                       std::to_string(src.bytes()) + " bytes)";
-      fault = std::make_exception_ptr(device_fault("oa: emulated device: " + what_failed, opt_.sticky_faults));
+      fault = std::make_exception_ptr(device_fault("oa: " + who() + ": " + what_failed, opt_.sticky_faults));
       lose(what_failed);
     }
     const region& host = what == phase::h2d ? src : dst;

@@ -42,6 +42,15 @@ struct stdpar_thresholds {
 // spaces around them ("Emulated" and " emulated" are refused, naming the source).
 struct config {
   std::string device = "auto";          // OA_DEVICE: auto, host, emulated, cuda
+  // OA_DEVICES: several devices, a comma-separated list of specs (see
+  // device_spec), e.g. "emulated:memory=32MiB:link_gbps=2,emulated:link_gbps=8"
+  // or "cuda:0,cuda:1"; it replaces OA_DEVICE when set.
+  std::string devices;
+  // OA_SPREAD: how a stage's chunks are shared by several devices: balanced
+  // (each takes the next chunk when it has room; a slower one stops taking
+  // them once the others are predicted to finish the rest first) or even
+  // (chunk i to device i mod n: the baseline balanced is compared with).
+  std::string spread = "balanced";
   std::size_t device_memory = 0;        // OA_DEVICE_MEMORY: bytes; 0 = device default
   int streams = 0;                      // OA_STREAMS: 1-64; 0 = device default
   std::size_t chunk_bytes = 0;          // OA_CHUNK_BYTES: override of the planner; 0 = planned
@@ -106,6 +115,26 @@ struct config {
   /// each checked as validate() does; errors name `source` and the key.
   void merge_json(const std::string& json_text, const std::string& source, config_origin* origins = nullptr);
 };
+
+/// One device of OA_DEVICES, written `kind[:key=value]...`: "cuda:1" (GPU 1),
+/// "emulated:memory=32MiB:link_gbps=2:link_shared_gbps=3:latency_us=5".
+/// Emulated devices take the fault injections fail_launch=N, fail_copy=N and
+/// sticky=1 per device (OA_FAIL_* apply to OA_DEVICE's device only); what a
+/// spec leaves out comes from the one-device settings (OA_DEVICE_MEMORY,
+/// OA_LINK_GBPS, ...).
+struct device_spec {
+  std::string text;  // as written, for messages
+  std::string kind;  // emulated or cuda
+  int ordinal = 0;   // cuda: which GPU
+  std::optional<std::size_t> memory;
+  std::optional<double> link_gbps, link_shared_gbps, latency_us;
+  std::uint64_t fail_launch = 0, fail_copy = 0;
+  bool sticky = false;
+};
+
+/// Parses OA_DEVICES; throws oa::config_error naming `what`, the spec and
+/// the part on anything malformed, unknown or out of range.
+std::vector<device_spec> parse_device_specs(const std::string& text, const std::string& what);
 
 /// Where the settings of a config came from, as error messages name them:
 /// "OA_STREAMS", "settings.json: key 'streams'", "set_config: streams", "--streams".

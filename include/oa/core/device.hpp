@@ -281,6 +281,7 @@ class device_buffer {
 
 /// Settings for the emulated device.
 struct emulated_options {
+  std::string name = "emulated";  // as reports name it ("emulated:1" among several)
   std::size_t memory_budget = std::size_t{256} << 20;
   double link_bytes_per_second = 0;  // 0: unthrottled; per direction
   // Both directions at once share this rate (a GPU's link: 54.7 GB/s each

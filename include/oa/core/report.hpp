@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "oa/core/device.hpp"
@@ -26,6 +27,8 @@ struct stage_report {
   std::size_t d2h_bytes = 0;
   std::size_t peak_device_bytes = 0;
   std::size_t device_chunks = 0;    // chunks the device completed
+  // A stage spread over several devices: the chunks each completed, by name.
+  std::vector<std::pair<std::string, std::size_t>> chunks_by_device;
   std::size_t host_reruns = 0;      // chunks re-run on the host after a device fault
   std::string device_fault;         // the fault that made the device refuse work during the stage
   std::size_t rollback_bytes = 0;   // copies of the caller's objects kept to undo a failed in-place update

@@ -1,0 +1,243 @@
+// Several devices (OA_DEVICES): a stage's chunks are shared by every device
+// not lost, each at the rate it shows; results are those of one device bit
+// for bit; a device that fails leaves its chunks to the others; a call's
+// error puts every caller's object back. Emulated devices of different
+// links stand for GPUs of different speeds: the same engine code.
+
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <oa/annotations/stl.hpp>
+#include <oa/oa.hpp>
+
+#include "support.hpp"
+
+using oa_test::config_scope;
+using oa_test::checked_scale_oa;
+using oa_test::contains;
+
+namespace {
+
+std::vector<double> ramp(std::size_t n) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = 0.5 + static_cast<double>(i % 1013) * 0.25;
+  return v;
+}
+
+/// Two (or more) emulated devices of `budget` bytes each, from OA_DEVICES specs.
+oa::config devices(const std::string& specs, const std::string& spread = "balanced") {
+  oa::config c = oa_test::emulated_config(std::size_t{1} << 20);
+  c.devices = specs;
+  c.spread = spread;
+  return c;
+}
+
+struct outcome {
+  std::vector<double> y;
+  double sum = 0;
+};
+
+/// y = -x, then the sum of y * y: an element-wise stage and a reduction.
+outcome run(const std::vector<double>& x) {
+  outcome o;
+  oa::lazy<std::vector<double>> y = oa::stl::transform(x, std::negate<>{});
+  oa::lazy<double> s = oa::stl::transform_reduce(y, y, 0.0);
+  o.sum = s.get();
+  o.y = y.get();
+  return o;
+}
+
+/// The stages over the whole data (not the fold of a reduction's init, a
+/// one-unit stage on the host).
+std::vector<oa::stage_report> large_stages() {
+  std::vector<oa::stage_report> out;
+  for (const auto& r : oa::reports())
+    if (r.units > 1) out.push_back(r);
+  return out;
+}
+
+/// The same on one emulated device.
+outcome on_one_device(const std::vector<double>& x) {
+  config_scope cs(oa_test::emulated_config(std::size_t{1} << 20));
+  return run(x);
+}
+
+std::size_t chunks_of(const oa::stage_report& r, const std::string& device) {
+  for (const auto& [name, n] : r.chunks_by_device)
+    if (name == device) return n;
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("OA_DEVICES: specs read, bad ones refused naming the spec and the part") {
+  const auto specs = oa::parse_device_specs("emulated:memory=32MiB:link_gbps=2,emulated:link_gbps=8:latency_us=3,cuda:1",
+                                            "OA_DEVICES");
+  REQUIRE(specs.size() == 3);
+  CHECK(specs[0].kind == "emulated");
+  CHECK(specs[0].memory == std::size_t{32} << 20);
+  CHECK(specs[0].link_gbps == 2.0);
+  CHECK(!specs[1].memory);
+  CHECK(specs[1].link_gbps == 8.0);
+  CHECK(specs[1].latency_us == 3.0);
+  CHECK(specs[2].kind == "cuda");
+  CHECK(specs[2].ordinal == 1);
+  const std::pair<const char*, const char*> bad[] = {
+      {"gpu", "unknown device kind 'gpu'"},
+      {"host", "the host is always there"},
+      {"emulated:speed=3", "unknown key 'speed' for a emulated device"},
+      {"emulated:link_gbps=fast", "link_gbps=fast is not a number from 0 to 1e6"},
+      {"emulated:link_gbps=-1", "is not a number from 0 to 1e6"},
+      {"emulated:memory=lots", "memory"},
+      {"emulated:memory=0", "memory=0"},
+      {"emulated:2", "'2' is not key=value"},
+      {"cuda:0,cuda:0", "GPU 0 is listed twice"},
+      {"cuda:link_gbps=2", "unknown key 'link_gbps' for a cuda device"},
+      {"emulated,,emulated", "a device spec is kind[:key=value]..."},
+      {"emulated, emulated", "with no spaces"},
+      {"emulated:sticky=2", "sticky=2 is not 0 or 1"},
+  };
+  for (const auto& [text, says] : bad) {
+    CAPTURE(text);
+    const std::string msg = oa_test::message_of([&, text = text] { (void)oa::parse_device_specs(text, "OA_DEVICES"); });
+    CHECK(contains(msg, "oa: OA_DEVICES: '"));
+    CHECK(contains(msg, says));
+  }
+}
+
+TEST_CASE("two devices share a stage's chunks: results bit for bit those of one device") {
+  const std::vector<double> x = ramp(std::size_t{1} << 20);  // 8 MiB: 8 times each device's budget
+  const outcome one = on_one_device(x);
+  config_scope cs(devices("emulated,emulated"));
+  const outcome two = run(x);
+  CHECK(two.y == one.y);
+  CHECK(two.sum == one.sum);  // partials merged in chunk order, whoever ran each chunk
+  const auto reps = large_stages();
+  REQUIRE(!reps.empty());
+  for (const auto& r : reps) {
+    CAPTURE(r.device);
+    CAPTURE(r.calls.front());
+    CAPTURE(r.placement_reason);
+    CHECK(r.device == "emulated:0 + emulated:1");
+    REQUIRE(r.chunks_by_device.size() == 2);
+    CHECK(chunks_of(r, "emulated:0") >= 1);
+    CHECK(chunks_of(r, "emulated:1") >= 1);
+    CHECK(chunks_of(r, "emulated:0") + chunks_of(r, "emulated:1") == r.chunks);
+    CHECK(r.device_chunks == r.chunks);
+    CHECK(r.host_reruns == 0);
+  }
+  CHECK(oa::runtime::current().devices().size() == 2);
+}
+
+TEST_CASE("a device four times faster takes about four times the chunks, and beats an even split") {
+  const std::vector<double> x = ramp(std::size_t{1} << 20);
+  std::vector<double> want(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i) want[i] = -x[i];
+  // Links of 0.25 and 1 GB/s: 8 MiB each way is about 34 and 8 ms.
+  const std::string specs = "emulated:link_gbps=0.25,emulated:link_gbps=1";
+  double balanced_seconds = 0, even_seconds = 0;
+  oa::stage_report balanced, even;
+  for (const char* spread : {"balanced", "even"}) {
+    config_scope cs(devices(specs, spread));
+    CHECK(oa::stl::transform(ramp(4096), std::negate<>{}).get()[0] == -0.5);  // devices made outside the timing
+    double best = 1e9;
+    for (int rep = 0; rep < 3; ++rep) {
+      oa::clear_reports();
+      CHECK(oa::stl::transform(x, std::negate<>{}).get() == want);
+      const auto r = oa::reports();
+      REQUIRE(r.size() == 1);
+      if (r[0].seconds < best) {
+        best = r[0].seconds;
+        (std::string(spread) == "balanced" ? balanced : even) = r[0];
+      }
+    }
+    (std::string(spread) == "balanced" ? balanced_seconds : even_seconds) = best;
+  }
+  const double slow = static_cast<double>(chunks_of(balanced, "emulated:0"));
+  const double fast = static_cast<double>(chunks_of(balanced, "emulated:1"));
+  MESSAGE("balanced: " << slow << " and " << fast << " chunks, " << balanced_seconds << " s; even: "
+                       << chunks_of(even, "emulated:0") << " and " << chunks_of(even, "emulated:1") << " chunks, "
+                       << even_seconds << " s");
+  CHECK(fast >= 2.5 * std::max(slow, 1.0));
+  CHECK(fast <= 8 * std::max(slow, 1.0));
+  CHECK(chunks_of(even, "emulated:0") + 1 >= chunks_of(even, "emulated:1"));  // even: i mod 2
+  CHECK(balanced_seconds < 0.85 * even_seconds);
+}
+
+TEST_CASE("a device lost mid-stage: its chunks go to the other, the results exact, later stages without it") {
+  const std::vector<double> x = ramp(std::size_t{1} << 20);
+  const outcome one = on_one_device(x);
+  for (const char* fault : {"fail_launch=3:sticky=1", "fail_copy=5:sticky=1"}) {
+    CAPTURE(fault);
+    config_scope cs(devices(std::string("emulated,emulated:") + fault));
+    const outcome two = run(x);
+    CHECK(two.y == one.y);
+    CHECK(two.sum == one.sum);
+    const auto reps = large_stages();
+    REQUIRE(reps.size() == 1);
+    CHECK(contains(reps[0].device_fault, "emulated device emulated:1: lost after an injected fault"));
+    CHECK(reps[0].device_chunks + reps[0].host_reruns == reps[0].chunks);
+    CHECK(reps[0].host_reruns >= 1);
+    CHECK(reps[0].host_reruns <= 4);  // only what was queued on the lost device
+    CHECK(chunks_of(reps[0], "emulated:0") > chunks_of(reps[0], "emulated:1"));
+    // A later evaluation runs on the device left.
+    oa::clear_reports();
+    CHECK(run(x).sum == one.sum);
+    const auto later = large_stages();
+    REQUIRE(later.size() == 1);
+    CHECK(later[0].device == "emulated:0");
+    CHECK(later[0].device_fault.empty());
+  }
+}
+
+TEST_CASE("a transient fault on one of two devices: its chunk re-runs on the host, both go on") {
+  const std::vector<double> x = ramp(std::size_t{1} << 20);
+  const outcome one = on_one_device(x);
+  config_scope cs(devices("emulated,emulated:fail_launch=2"));
+  const outcome two = run(x);
+  CHECK(two.y == one.y);
+  CHECK(two.sum == one.sum);
+  const auto reps = large_stages();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].host_reruns == 1);
+  CHECK(reps[0].device_fault.empty());
+  oa::clear_reports();
+  CHECK(run(x).sum == one.sum);
+  CHECK(large_stages().at(0).device == "emulated:0 + emulated:1");
+}
+
+TEST_CASE("a call's error on two devices: the caller's object put back whole, the error reaches the caller") {
+  std::vector<double> x = ramp(std::size_t{1} << 19);
+  x[x.size() - 7] = -1;  // in the last chunk: earlier chunks ran, on both devices
+  const std::vector<double> before = x;
+  config_scope cs(devices("emulated,emulated"));
+  checked_scale_oa(x, 3.0);
+  CHECK_THROWS_WITH_AS(oa::evaluate(), doctest::Contains("negative element"), std::domain_error);
+  CHECK(x == before);
+  // And a stage that succeeds afterwards updates it once.
+  x[x.size() - 7] = 1;
+  checked_scale_oa(x, 3.0);
+  oa::evaluate();
+  for (std::size_t i = 0; i < x.size(); i += 997) REQUIRE(x[i] == (i == x.size() - 7 ? 1.0 : before[i]) * 3.0);
+}
+
+TEST_CASE("every device lost: the host runs the rest and every later stage") {
+  const std::vector<double> x = ramp(std::size_t{1} << 20);
+  const outcome one = on_one_device(x);
+  config_scope cs(devices("emulated:fail_launch=2:sticky=1,emulated:fail_launch=3:sticky=1"));
+  const outcome two = run(x);
+  CHECK(two.y == one.y);
+  CHECK(two.sum == one.sum);
+  const auto reps = large_stages();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].device_chunks + reps[0].host_reruns == reps[0].chunks);
+  CHECK(reps[0].host_reruns >= reps[0].chunks / 2);
+  oa::clear_reports();
+  CHECK(run(x).sum == one.sum);
+  CHECK(large_stages().at(0).device == "host");
+}
