@@ -311,6 +311,7 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
           {"peak_device_bytes", t.peak_device_bytes},
           {"chunks", t.chunks},
           {"devices", is_oa_mode(r.mode) ? opt.devices : std::string()},
+          {"spread", is_oa_mode(r.mode) && !opt.devices.empty() ? nlohmann::json(opt.spread) : nlohmann::json(nullptr)},
           {"device_chunks", oa_bench::device_chunks_json(t)},
           {"streams", t.streams},
           {"h2d_bytes", t.h2d_bytes},
@@ -333,7 +334,8 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
           {"staged_bytes", r.staged_bytes},
           {"seed", opt.seed},
           {"repeat", opt.repeat},
-          {"emulated", is_oa_mode(r.mode) && opt.device == "emulated"},
+          {"emulated", is_oa_mode(r.mode) && (opt.devices.empty() ? opt.device == "emulated"
+                                                                  : opt.devices.find("emulated") != std::string::npos)},
           {"hostname", hostname()},
           {"timestamp", oa_bench::utc_timestamp()},
           {"oa_version", OA_VERSION}};

@@ -163,9 +163,15 @@ TEST_CASE("a device four times faster takes about four times the chunks, and bea
   MESSAGE("balanced: " << slow << " and " << fast << " chunks, " << balanced_seconds << " s; even: "
                        << chunks_of(even, "emulated:0") << " and " << chunks_of(even, "emulated:1") << " chunks, "
                        << even_seconds << " s");
+  CHECK(chunks_of(even, "emulated:0") + 1 >= chunks_of(even, "emulated:1"));  // even: i mod 2
+#if defined(__SANITIZE_THREAD__)
+  // ThreadSanitizer slows compute past the links: the devices then finish
+  // chunks at the same rate, and no timing claim holds.
+  MESSAGE("rate and timing checks skipped under ThreadSanitizer");
+  return;
+#endif
   CHECK(fast >= 2.5 * std::max(slow, 1.0));
   CHECK(fast <= 8 * std::max(slow, 1.0));
-  CHECK(chunks_of(even, "emulated:0") + 1 >= chunks_of(even, "emulated:1"));  // even: i mod 2
   CHECK(balanced_seconds < 0.85 * even_seconds);
 }
 
