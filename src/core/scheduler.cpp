@@ -1,0 +1,294 @@
+#include "core/scheduler.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/stage_graph.hpp"
+#include "core/stage_plan.hpp"
+#include "oa/core/error.hpp"
+
+namespace oa::detail {
+
+namespace {
+
+bool progress_wanted(const config& c) {
+  if (c.progress >= 0) return c.progress == 1;
+  return ::isatty(STDERR_FILENO) == 1;
+}
+
+}  // namespace
+
+void scheduler::budget_too_small::add(runtime_state::device_entry& target, const config& c, std::string calls,
+                                      std::size_t smallest) {
+  // A stage not yet said for this device (every stage's report says it).
+  if (c.device_memory != 0 && target.said_budget_too_small.insert(calls).second)
+    stages.emplace_back(std::move(calls), smallest);
+}
+
+void scheduler::budget_too_small::say(const config& c, const config_origin& origin, const device& dev) const {
+  if (stages.empty()) return;
+  std::size_t all = 0;
+  std::string which;
+  for (const auto& [calls, smallest] : stages) {
+    all = std::max(all, smallest);
+    if (stages.size() > 1) which += (which.empty() ? ": [" : ", [") + calls + "] (" + std::to_string(smallest) + " bytes)";
+  }
+  const std::string what =
+      stages.size() == 1 ? "stage [" + stages.front().first + "]" : std::to_string(stages.size()) + " stages";
+  std::fprintf(stderr,
+               "oa: the device budget of %zu bytes (%s) cannot hold one unit of %s, which the host ran "
+               "instead%s; the smallest budget that runs %s on %s is %zu bytes\n",
+               c.device_memory, origin.where("device_memory").c_str(), what.c_str(), which.c_str(),
+               stages.size() == 1 ? "it" : "them all", dev.name().c_str(), all);
+}
+
+scheduler::scheduler(runtime_state& st, const config& c, const std::vector<call_node>& nodes,
+                     const std::vector<bool>& live, const std::vector<stage>& stages)
+    : st_(st),
+      c_(c),
+      nodes_(nodes),
+      stages_(stages),
+      needed_(values_needed_on_host(nodes, live, stages, &demanded_)),
+      deps_(stage_dependencies(stages, nodes)),
+      by_cost_(c.placement == "cost"),
+      reports_(stages.size()) {
+  for (std::size_t i = 0; i < stages.size(); ++i)
+    for (int n : stages[i].calls) {
+      for (const auto& a : nodes[static_cast<std::size_t>(n)].args)
+        if (a.role != arg_role::out) last_read_[a.value.get()] = i;
+      for (const auto& v : nodes[static_cast<std::size_t>(n)].scalars) last_read_[v.get()] = i;
+    }
+  read_models();
+}
+
+/// OA_PLACEMENT=cost: the models, read from their file when it is named
+/// for the first time (the setting may change between evaluations).
+void scheduler::read_models() {
+  if (!by_cost_ || (st_.models_read && st_.models_file == c_.perf_models)) return;
+  st_.save_models(true);
+  st_.models = perf_models{};
+  st_.models_file = c_.perf_models;
+  st_.models_read = true;
+  try {
+    if (!c_.perf_models.empty()) st_.models.load(c_.perf_models);
+  } catch (...) {
+    models_error_ = std::current_exception();
+    st_.models_read = false;
+  }
+}
+
+bool scheduler::reads_later(const value_state* v, std::size_t i) const {
+  auto it = last_read_.find(v);
+  return it != last_read_.end() && it->second >= i;
+}
+
+/// Resident copies around stage `i` (placed on `res`'s device when
+/// `on_device`): copies no stage from here on reads are dropped; copies only
+/// on the device that this stage reads from host storage are written back;
+/// a product read by a later stage may keep its result on the device.
+void scheduler::prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt) const {
+  const stage& s = stages_[i];
+  res.drop_unless([&](const value_state* v) { return reads_later(v, i); });
+  device& dev = res.dev();
+  // Element-wise stages on a device with its own memory read resident inputs
+  // in place (and update them there), taking the copies kept from earlier
+  // evaluations whose host bytes are unchanged; products read their inputs
+  // from the host.
+  const bool reads_copies = on_device && !dev.host_accessible() && !s.contraction;
+  if (reads_copies && opt.whole_copies)
+    for (int c : s.calls)
+      for (const auto& a : nodes_[static_cast<std::size_t>(c)].args)
+        if (a.role != arg_role::out) res.adopt(a.value);
+  for (int c : s.calls) {
+    for (const auto& a : nodes_[static_cast<std::size_t>(c)].args) {
+      if (a.role == arg_role::out) continue;
+      residency::entry* e = res.find(a.value.get());
+      if (e && !e->host_valid && (!reads_copies || a.role == arg_role::mut)) res.write_back(*e);
+    }
+    for (const auto& v : nodes_[static_cast<std::size_t>(c)].scalars)
+      if (residency::entry* e = res.find(v.get()); e && !e->host_valid) res.write_back(*e);
+  }
+  opt.resident = on_device && !dev.host_accessible() ? &res : nullptr;
+  // What the stage reads in place stays while it runs; the rest may be
+  // evicted by need.
+  std::vector<const value_state*> reads;
+  for (int c : s.calls)
+    for (const auto& a : nodes_[static_cast<std::size_t>(c)].args)
+      if (reads_copies && a.role != arg_role::out) reads.push_back(a.value.get());
+  res.pin_only(reads);
+  if (s.contraction && opt.resident) {
+    const node_arg& result = nodes_[static_cast<std::size_t>(s.calls.front())].args.back();
+    opt.keep_result = result.role == arg_role::out && reads_later(result.value.get(), i + 1);
+    opt.result_on_host = !opt.keep_result || demanded_.count(result.value.get()) > 0;
+  }
+}
+
+/// Planning errors (a budget too small, a device that cannot be made) come
+/// back where the stage's values are asked for, and in the report.
+stage_report scheduler::failed_report(const stage& s, const run_options& opt) const {
+  fail_stage(s, nodes_, std::current_exception());
+  stage_report failed;
+  for (int n : s.calls) failed.calls.push_back(nodes_[static_cast<std::size_t>(n)].name);
+  failed.units = s.units;
+  failed.op = s.contraction ? "gemm" : "stage";
+  if (const char* op = nodes_[static_cast<std::size_t>(s.calls.front())].report_op) failed.op = op;
+  failed.placement_reason = opt.placement_reason;
+  failed.error = message_of(std::current_exception());
+  return failed;
+}
+
+void scheduler::log_ready() {
+  for (; logged_ < stages_.size() && reports_[logged_]; ++logged_) st_.log.add(std::move(*reports_[logged_]));
+}
+
+/// What a stage's run leaves behind, on the evaluating thread: the models
+/// learn, a sticky fault retires the device, the report joins the log.
+void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where) {
+  device& host = host_locked(st_);
+  if (by_cost_) {
+    learn(st_.models, cost, where, host, rep);
+    st_.models_learned = true;
+  }
+  // A report's device_fault is a sticky fault (a CUDA kernel fault,
+  // OA_FAIL_STICKY): the device is lost, its unfinished chunks or tiles
+  // ran elsewhere, and later stages go to the other devices or the host.
+  // After a transient fault only the failed chunks re-ran (host_reruns)
+  // and the device goes on.
+  for (auto& e : st_.devices) {
+    if (e.dev.get() != &where || rep.device_fault.empty()) continue;
+    e.failed = rep.device_fault;
+    std::fprintf(stderr, "%s; %zu %s re-run on the host, %s\n", rep.device_fault.c_str(), rep.host_reruns,
+                 stages_[i].contraction ? "tiles" : "chunks",
+                 st_.usable().empty() ? "which runs every later stage" : "and later stages go to the other devices");
+  }
+  reports_[i] = std::move(rep);
+  log_ready();
+}
+
+/// A stage spread over several devices: those lost in it are retired.
+void scheduler::finish_spread(std::size_t i, stage_report rep, const std::vector<runtime_state::device_entry*>& on,
+                              const std::vector<std::string>& lost) {
+  for (std::size_t k = 0; k < on.size(); ++k) {
+    if (lost[k].empty()) continue;
+    on[k]->failed = lost[k];
+    std::fprintf(stderr, "%s; its chunks went to the other devices (%zu re-run on the host)%s\n", lost[k].c_str(),
+                 rep.host_reruns, st_.usable().empty() ? ", and the host runs every later stage" : "");
+  }
+  reports_[i] = std::move(rep);
+  log_ready();
+}
+
+void scheduler::collect_beside() {
+  if (!lane_.busy()) return;
+  host_lane::result r = lane_.wait();
+  st_.log.add_trace(r.trace);
+  finish(r.stage, std::move(r.rep), r.cost, host_locked(st_));
+}
+
+run_options scheduler::options_for(std::size_t i) {
+  run_options opt;
+  opt.sequential = c_.sequential;
+  opt.chunk_bytes = c_.chunk_bytes;
+  opt.whole_copies = c_.keep_copies;
+  opt.progress = progress_wanted(c_);
+  opt.stage_name = "stage " + std::to_string(i + 1) + "/" + std::to_string(stages_.size());
+  opt.trace = c_.trace.empty() ? nullptr : &trace_;
+  return opt;
+}
+
+/// Several devices: an element-wise stage's chunks go to all not lost, each
+/// reading the host's data.
+void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<runtime_state::device_entry*>& on,
+                           double predicted) {
+  for (auto* e : on) prepare_residency(*e->resident, i, false, opt);
+  opt.whole_copies = false;
+  opt.spread_even = c_.spread == "even";
+  std::vector<std::string> lost(on.size());
+  opt.lost = &lost;
+  std::vector<device*> devs;
+  for (auto* e : on) devs.push_back(e->dev.get());
+  stage_report rep = run_stage(stages_[i], nodes_, needed_, devs, host_locked(st_), opt);
+  rep.predicted_seconds = predicted;
+  finish_spread(i, std::move(rep), on, lost);
+}
+
+/// A stage on the host beside a device runs on a thread of its own while
+/// later stages that need not follow it run on the device (one host stage
+/// at a time: the host device's streams and records are its).
+void scheduler::start_beside(std::size_t i, const run_options& opt, const stage_cost& cost, double predicted) {
+  collect_beside();
+  device& host = host_locked(st_);
+  lane_.start(i, cost, predicted, [this, &s = stages_[i], &host, opt](std::vector<trace_event>& own_trace) {
+    run_options mine = opt;
+    mine.trace = c_.trace.empty() ? nullptr : &own_trace;
+    try {
+      return run_stage(s, nodes_, needed_, host, host, mine);
+    } catch (...) {
+      return failed_report(s, mine);
+    }
+  });
+}
+
+/// Places stage i and runs it (or starts it beside the device).
+void scheduler::run_one(std::size_t i, run_options& opt) {
+  const stage& s = stages_[i];
+  if (models_error_) std::rethrow_exception(models_error_);
+  (void)device_locked(st_);
+  device& host = host_locked(st_);
+  runtime_state::device_entry& target = st_.target();
+  device& dev = *target.dev;
+  placement place = place_stage(s, nodes_, needed_, dev, host, by_cost_ ? 0 : c_.host_threshold, target.failed);
+  stage_cost cost;
+  double predicted = 0;
+  if (by_cost_) {
+    cost = cost_of(s, nodes_, needed_, target.resident.get());
+    place = place_by_cost(cost, place, host, st_.models, predicted);
+  }
+  device& where = *place.where;
+  opt.placement_reason = place.reason;
+  if (place.smallest_budget) too_small_.add(target, c_, describe(s, nodes_), place.smallest_budget);
+  opt.streams = &where == &dev ? c_.streams : 0;  // a fallback host uses its own parallelism
+  if (const auto on = st_.usable(); &where == &dev && !s.contraction && on.size() > 1)
+    return run_spread(i, opt, on, predicted);
+  prepare_residency(*target.resident, i, &where == &dev, opt);
+  const bool beside = !c_.serial_stages && &where == &host && &dev != &host && i + 1 < stages_.size() &&
+                      std::find(deps_[i + 1].begin(), deps_[i + 1].end(), i) == deps_[i + 1].end();
+  if (beside) return start_beside(i, opt, cost, predicted);
+  const std::size_t evicted_before = target.resident->evicted_bytes();
+  stage_report rep = s.contraction ? run_contraction(s, nodes_, where, host, opt)
+                                   : run_stage(s, nodes_, needed_, where, host, opt);
+  rep.evicted_bytes = target.resident->evicted_bytes() - evicted_before;
+  rep.predicted_seconds = predicted;
+  finish(i, std::move(rep), cost, where);
+}
+
+void scheduler::run() {
+  for (std::size_t i = 0; i < stages_.size(); ++i) {
+    // A stage that must follow the one beside the device waits for it.
+    if (lane_.busy() && std::find(deps_[i].begin(), deps_[i].end(), lane_.stage()) != deps_[i].end())
+      collect_beside();
+    run_options opt = options_for(i);
+    try {
+      run_one(i, opt);
+    } catch (...) {
+      reports_[i] = failed_report(stages_[i], opt);
+      log_ready();
+    }
+    if (opt.trace) st_.log.add_trace(trace_);
+  }
+  collect_beside();
+  if (!st_.devices.empty()) too_small_.say(c_, st_.origin, *st_.first().dev);
+  st_.save_models(false);
+  // No later stage of this evaluation reads a copy: those the host holds too
+  // are kept for later evaluations.
+  for (auto& d : st_.devices) {
+    if (c_.keep_copies)
+      d.resident->end_evaluation();
+    else
+      d.resident->clear();
+  }
+}
+
+}  // namespace oa::detail

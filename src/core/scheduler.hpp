@@ -1,0 +1,80 @@
+#pragma once
+// The scheduler: one evaluation's stages over a runtime's devices. It holds
+// the stages' order (which earlier stages each must follow), places each
+// (placer), prepares the resident values around it, and hands it to the
+// executor on a device, on several devices at once, or to the host lane
+// beside them; what each run leaves (its report, the models' lesson, a
+// device lost) comes back here, and reports join the log in stage order.
+
+#include <cstddef>
+#include <exception>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "core/executor.hpp"
+#include "core/host_lane.hpp"
+#include "core/placer.hpp"
+#include "core/planner.hpp"
+#include "core/runtime_state.hpp"
+
+namespace oa::detail {
+
+class scheduler {
+ public:
+  /// With `st.mutex` held and `c` its configuration, over the evaluation's
+  /// calls and the stages formed from the live ones.
+  scheduler(runtime_state& st, const config& c, const std::vector<call_node>& nodes, const std::vector<bool>& live,
+            const std::vector<stage>& stages);
+  scheduler(const scheduler&) = delete;
+  scheduler& operator=(const scheduler&) = delete;
+
+  /// Runs every stage; afterwards each value the stages produce is ready or
+  /// failed, and resident copies are kept for later evaluations or dropped.
+  void run();
+
+ private:
+  /// Stages of one evaluation that the host ran because one unit of theirs
+  /// is larger than the budget the user set: said once, at the end.
+  struct budget_too_small {
+    std::vector<std::pair<std::string, std::size_t>> stages;
+    void add(runtime_state::device_entry& target, const config& c, std::string calls, std::size_t smallest);
+    void say(const config& c, const config_origin& origin, const device& dev) const;
+  };
+
+  void read_models();
+  run_options options_for(std::size_t i);
+  void run_one(std::size_t i, run_options& opt);
+  void run_spread(std::size_t i, run_options& opt, const std::vector<runtime_state::device_entry*>& on,
+                  double predicted);
+  void start_beside(std::size_t i, const run_options& opt, const stage_cost& cost, double predicted);
+  bool reads_later(const value_state* v, std::size_t i) const;
+  void prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt) const;
+  stage_report failed_report(const stage& s, const run_options& opt) const;
+  void finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where);
+  void finish_spread(std::size_t i, stage_report rep, const std::vector<runtime_state::device_entry*>& on,
+                     const std::vector<std::string>& lost);
+  void log_ready();
+  void collect_beside();
+
+  runtime_state& st_;
+  const config& c_;
+  const std::vector<call_node>& nodes_;
+  const std::vector<stage>& stages_;
+  std::unordered_set<const value_state*> demanded_;
+  std::unordered_set<const value_state*> needed_;
+  std::unordered_map<const value_state*, std::size_t> last_read_;  // the last stage reading each value
+  std::vector<std::vector<std::size_t>> deps_;
+  const bool by_cost_;
+  std::exception_ptr models_error_;  // every stage fails with it: the caller named a file oa cannot use
+  std::vector<trace_event> trace_;
+  budget_too_small too_small_;
+  std::vector<std::optional<stage_report>> reports_;
+  std::size_t logged_ = 0;
+  host_lane lane_;  // last: its stage is waited for before the rest goes
+};
+
+}  // namespace oa::detail
