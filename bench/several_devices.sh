@@ -1,6 +1,7 @@
 #!/bin/bash
 # Several emulated devices against one: Black-Scholes of 4Mi elements
-# (224 MiB, 8x one device's 28 MiB budget) from pinned host memory, best of 5.
+# (224 MiB, 8x one device's 28 MiB budget) from pinned host memory, best of 5;
+# then a 2048^3 product through 32 MiB devices, best of 3.
 #   bench/several_devices.sh OUT_DIR [OA_BENCH]
 # Appends the tables to OUT_DIR/several-devices.log and writes the JSON lines
 # to OUT_DIR/several-devices.jsonl. Emulated timings: not GPU timings.
@@ -25,5 +26,10 @@ run() {
     for spread in balanced even; do
       run --spread $spread --devices "emulated:memory=28MiB:link_gbps=${pair%,*},emulated:memory=28MiB:link_gbps=${pair#*,}"
     done
+  done
+  # A product: C cut in one block per device.
+  for devices in "emulated:memory=32MiB:link_gbps=2" "emulated:memory=32MiB:link_gbps=2,emulated:memory=32MiB:link_gbps=2"; do
+    echo "\$ oa-bench --workload gemm --n 2048 --host-memory pinned --mode oa --repeat 3 --devices $devices"
+    "$bench" --workload gemm --n 2048 --host-memory pinned --mode oa --repeat 3 --devices "$devices" --json "$json" 2>&1 | tail -1
   done
 } | tee -a "$out/several-devices.log"

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Core>
 #include <oa/annotations/stl.hpp>
+#include <oa/linalg/gemm.hpp>
 #include <oa/oa.hpp>
 
 #include "support.hpp"
@@ -138,8 +140,9 @@ TEST_CASE("a device four times faster takes about four times the chunks, and bea
   const std::vector<double> x = ramp(std::size_t{1} << 20);
   std::vector<double> want(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) want[i] = -x[i];
-  // Links of 0.25 and 1 GB/s: 8 MiB each way is about 34 and 8 ms.
-  const std::string specs = "emulated:link_gbps=0.25,emulated:link_gbps=1";
+  // Links of 0.1 and 0.4 GB/s: 8 MiB each way is about 84 and 21 ms, far
+  // more than negating it takes, even on a loaded machine.
+  const std::string specs = "emulated:link_gbps=0.1,emulated:link_gbps=0.4";
   double balanced_seconds = 0, even_seconds = 0;
   oa::stage_report balanced, even;
   for (const char* spread : {"balanced", "even"}) {
@@ -170,7 +173,7 @@ TEST_CASE("a device four times faster takes about four times the chunks, and bea
   MESSAGE("rate and timing checks skipped under ThreadSanitizer");
   return;
 #endif
-  CHECK(fast >= 2.5 * std::max(slow, 1.0));
+  CHECK(fast >= 2 * std::max(slow, 1.0));  // 3-3.5x on an idle machine, less under load
   CHECK(fast <= 8 * std::max(slow, 1.0));
   CHECK(balanced_seconds < 0.85 * even_seconds);
 }
@@ -246,4 +249,52 @@ TEST_CASE("every device lost: the host runs the rest and every later stage") {
   oa::clear_reports();
   CHECK(run(x).sum == one.sum);
   CHECK(large_stages().at(0).device == "host");
+}
+
+TEST_CASE("a product over two devices: C cut in blocks, one per device, in proportion to their links") {
+  const Eigen::MatrixXd A = Eigen::MatrixXd::Random(300, 200), B = Eigen::MatrixXd::Random(200, 120);
+  const Eigen::MatrixXd C0 = Eigen::MatrixXd::Random(300, 120);
+  const Eigen::MatrixXd want = 1.5 * A * B + 0.5 * C0;
+  for (const char* specs : {"emulated:memory=256KiB,emulated:memory=256KiB",
+                            "emulated:memory=256KiB:link_gbps=1,emulated:memory=256KiB:link_gbps=3"}) {
+    CAPTURE(specs);
+    config_scope cs(devices(specs));
+    Eigen::MatrixXd C = C0;
+    oa::linalg::gemm(1.5, A, B, 0.5, C);
+    oa::evaluate();
+    CHECK((C - want).cwiseAbs().maxCoeff() < 1e-12);
+    const Eigen::MatrixXd Bt = B.transpose(), At = A.transpose();  // C wider than tall
+    const Eigen::MatrixXd P = oa::linalg::product(Bt, At).get();
+    CHECK((P - Bt * At).cwiseAbs().maxCoeff() < 1e-12);
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 2);
+    for (const auto& r : reps) {
+      CHECK(r.device == "emulated:0 + emulated:1");
+      CHECK(contains(r.tiling, "one per device"));
+      REQUIRE(r.chunks_by_device.size() == 2);
+      CHECK(chunks_of(r, "emulated:0") + chunks_of(r, "emulated:1") == r.chunks);
+      CHECK(chunks_of(r, "emulated:0") >= 1);
+    }
+    if (contains(specs, "link_gbps=3")) {
+      CHECK(contains(reps[0].tiling, "row blocks"));
+      CHECK(contains(reps[1].tiling, "column blocks"));
+      for (const auto& r : reps) CHECK(chunks_of(r, "emulated:1") > chunks_of(r, "emulated:0"));  // 3/4 of C
+    }
+  }
+}
+
+TEST_CASE("a product over two devices, one lost: its block's tiles on the host, C exact, or C put back on an error") {
+  const Eigen::MatrixXd A = Eigen::MatrixXd::Random(256, 160), B = Eigen::MatrixXd::Random(160, 96);
+  const Eigen::MatrixXd want = A * B;
+  config_scope cs(devices("emulated:memory=128KiB,emulated:memory=128KiB:fail_launch=2:sticky=1"));
+  const Eigen::MatrixXd P = oa::linalg::product(A, B).get();
+  CHECK((P - want).cwiseAbs().maxCoeff() < 1e-12);
+  const auto reps = oa::reports();
+  REQUIRE(reps.size() == 1);
+  CHECK(contains(reps[0].device_fault, "emulated device emulated:1: lost"));
+  CHECK(reps[0].host_reruns >= 1);
+  CHECK(reps[0].device_chunks + reps[0].host_reruns == reps[0].chunks);
+  oa::clear_reports();
+  CHECK((oa::linalg::product(A, B).get() - want).cwiseAbs().maxCoeff() < 1e-12);
+  CHECK(oa::reports().at(0).device == "emulated:0");  // the device left
 }

@@ -16,7 +16,10 @@
 #include <deque>
 #include <functional>
 #include <new>
+#include <memory>
+#include <mutex>
 #include <optional>
+#include <thread>
 
 #include "core/executor.hpp"
 #include "core/progress.hpp"
@@ -717,6 +720,174 @@ tiled_outcome run_tiled(const call_node& n, const operands& o, device& dev, cons
 }
 
 }  // namespace
+
+namespace {
+
+/// A part of a contraction over several devices: C's rows [p0, p0 + len)
+/// (or its columns, when C has more), with the operands' blocks for them.
+struct contraction_part {
+  call_node node;  // the call, with the part's dimensions
+  operands ops;
+  bool by_rows = true;
+  std::size_t p0 = 0, len = 0;
+  /// The part's block of a matrix shaped as C (C's old values).
+  matrix_block of_c(const matrix_block& c) const {
+    const contraction_desc& d = *node.contraction;
+    return by_rows ? c.sub(p0, 0, len, d.n) : c.sub(0, p0, d.m, len);
+  }
+};
+
+/// C cut along its longer side into one part per device, each in proportion
+/// to its device's link (equal where a link is unthrottled or unknown).
+std::vector<contraction_part> cut(const call_node& n, const operands& o, const std::vector<device*>& devs) {
+  const contraction_desc& d = *n.contraction;
+  const bool by_rows = d.m >= d.n;
+  const std::size_t extent = by_rows ? d.m : d.n;
+  std::vector<double> weight;
+  bool known = true;
+  for (device* dev : devs) {
+    const device_rates r = dev->rates();
+    weight.push_back(std::min(r.h2d, r.d2h > 0 ? r.d2h : r.h2d));
+    known = known && weight.back() > 0;
+  }
+  double total = 0;
+  for (double& w : weight) total += known ? w : (w = 1);
+  std::vector<contraction_part> parts;
+  std::size_t p0 = 0;
+  double acc = 0;
+  for (std::size_t k = 0; k < devs.size(); ++k) {
+    acc += weight[k];
+    const std::size_t p1 =
+        k + 1 == devs.size() ? extent : std::max(p0, static_cast<std::size_t>(double(extent) * acc / total + 0.5));
+    contraction_part p{n, o, by_rows, p0, p1 - p0};
+    auto sub = std::make_shared<contraction_desc>(d);
+    (by_rows ? sub->m : sub->n) = p.len;
+    if (by_rows)
+      p.ops.a = d.trans_a ? o.a.sub(0, p0, d.k, p.len) : o.a.sub(p0, 0, p.len, d.k);
+    else
+      p.ops.b = d.trans_b ? o.b.sub(p0, 0, p.len, d.k) : o.b.sub(0, p0, d.k, p.len);
+    p.node.contraction = std::move(sub);
+    p.ops.c_out = p.of_c(o.c_out);
+    if (o.c_in.data) p.ops.c_in = p.of_c(o.c_in);
+    parts.push_back(std::move(p));
+    p0 = p1;
+  }
+  return parts;
+}
+
+/// One part on one device (its own thread): the tiled pipeline, then the
+/// tiles it did not finish after a sticky fault again on the host.
+struct part_run {
+  stage_report rep;
+  tiled_outcome out;
+  std::exception_ptr err;
+  std::size_t host_tiles = 0;
+};
+
+}  // namespace
+
+stage_report run_contraction(const stage& s_in, const std::vector<call_node>& nodes, const std::vector<device*>& devs,
+                             device& host, const run_options& opt) {
+  if (devs.size() == 1) return run_contraction(s_in, nodes, *devs.front(), host, opt);
+  const auto t0 = clock_type::now();
+  stage_report rep = report_for(s_in, nodes, *devs.front(), opt);
+  for (std::size_t k = 1; k < devs.size(); ++k) rep.device += " + " + devs[k]->name();
+  const stage s = cancel_failed(s_in, nodes);
+  if (s.calls.empty()) return rep;
+  check_caller_objects(s, nodes);
+  const call_node& n = nodes[static_cast<std::size_t>(s.calls.front())];
+  const contraction_desc& d = *n.contraction;
+  if (d.m == 0 || d.n == 0 || d.k == 0) return run_contraction(s, nodes, *devs.front(), host, opt);
+  const operands o = operands_of(n);
+  const c_backup backup(o.c_out, o.out->user_storage || (d.reads_c && o.c_in.data == o.c_out.data));
+  rep.rollback_bytes = backup.bytes();
+  const matrix_block c_old_whole = o.c_in.data == o.c_out.data ? backup.saved() : o.c_in;
+  std::vector<contraction_part> parts = cut(n, o, devs);
+  std::vector<part_run> runs(devs.size());
+  std::vector<std::vector<trace_event>> traces(devs.size());  // each thread's, joined after
+  std::mutex host_mutex;  // re-runs after faults share the host device, one at a time
+  run_options mine = opt;
+  mine.resident = nullptr;  // each part reads and writes the host; nothing is kept
+  mine.keep_result = false;
+  mine.result_on_host = true;
+  const auto one = [&](std::size_t k) {
+    device& dev = *devs[k];
+    part_run& r = runs[k];
+    const contraction_part& p = parts[k];
+    if (p.len == 0) return;
+    const matrix_block part_old = p.of_c(c_old_whole);
+    try {
+      dev.set_recording(true);
+      (void)dev.take_records();
+      dev.reset_peak();
+      const host_rerun_fn on_host = [&](const tile_plan& plan, const std::vector<tile>& tiles, std::size_t from,
+                                        std::size_t to) {
+        std::lock_guard lock(host_mutex);
+        return rerun_tiles_on_host(p.node, p.ops, host, plan, tiles, from, to, part_old);
+      };
+      device_buffer kept;  // none: nothing is kept
+      r.out = run_tiled(p.node, p.ops, dev, mine, r.rep, opt.stage_name + " on " + dev.name(), kept, part_old, on_host);
+      r.err = r.out.error;
+      r.host_tiles = r.out.host_tiles;
+      if (!r.err && r.out.lost) {
+        // The device is lost: the tiles of its part it did not finish run on the host.
+        std::lock_guard lock(host_mutex);
+        r.err = rerun_tiles_on_host(p.node, p.ops, host, r.out.plan, r.out.tiles, r.out.rerun_from,
+                                    r.out.tiles.size(), part_old);
+        r.host_tiles += r.out.tiles.size() - r.out.rerun_from;
+      }
+    } catch (...) {
+      r.err = std::current_exception();
+    }
+    r.rep.peak_device_bytes = dev.peak_bytes();
+    run_options records = opt;
+    records.trace = opt.trace ? &traces[k] : nullptr;
+    add_device_records(r.rep, dev, records);
+  };
+  std::vector<std::thread> others;
+  for (std::size_t k = 1; k < devs.size(); ++k) others.emplace_back(one, k);
+  one(0);
+  for (auto& t : others) t.join();
+
+  std::exception_ptr err;
+  rep.streams = 0;
+  for (std::size_t k = 0; k < devs.size(); ++k) {
+    const part_run& r = runs[k];
+    if (opt.trace) opt.trace->insert(opt.trace->end(), traces[k].begin(), traces[k].end());
+    if (!err) err = r.err;
+    rep.h2d_bytes += r.rep.h2d_bytes;
+    rep.d2h_bytes += r.rep.d2h_bytes;
+    rep.h2d_seconds += r.rep.h2d_seconds;
+    rep.compute_seconds += r.rep.compute_seconds;
+    rep.d2h_seconds += r.rep.d2h_seconds;
+    rep.fill_seconds += r.rep.fill_seconds;
+    rep.drain_seconds += r.rep.drain_seconds;
+    rep.prefault_seconds += r.rep.prefault_seconds;
+    rep.peak_device_bytes = std::max(rep.peak_device_bytes, r.rep.peak_device_bytes);
+    rep.chunks += r.rep.chunks;
+    rep.streams += r.rep.streams;
+    rep.host_reruns += r.host_tiles;
+    rep.chunks_by_device.emplace_back(devs[k]->name(), r.rep.chunks - r.host_tiles);
+    if (r.out.lost) {
+      const std::string why = message_of(r.out.fault);
+      if (rep.device_fault.empty()) rep.device_fault = why;
+      if (opt.lost) (*opt.lost)[k] = why;
+    }
+    if (k == 0) rep.tiling = r.rep.tiling;
+  }
+  rep.tiling += "; C cut in " + std::to_string(devs.size()) + (d.m >= d.n ? " row" : " column") + " blocks, one per device";
+  rep.device_chunks = rep.chunks - rep.host_reruns;
+  rep.sequential = opt.sequential;
+  if (err) {
+    backup.restore();
+    rep.error = message_of(err);
+    fail_stage(s, nodes, err);
+  } else {
+    n.for_each_output([](const value_ptr& v) { v->status = value_status::ready; });
+  }
+  rep.seconds = seconds_since(t0);
+  return rep;
+}
 
 stage_report run_contraction(const stage& s_in, const std::vector<call_node>& nodes, device& dev, device& host,
                              const run_options& opt) {

@@ -50,6 +50,13 @@ stage_report run_stage(const stage& s, const std::vector<call_node>& nodes,
 stage_report run_contraction(const stage& s, const std::vector<call_node>& nodes, device& dev, device& host,
                              const run_options& opt);
 
+/// The same over several devices: C cut along its longer side into one
+/// block per device, in proportion to their links, each block's tiles run by
+/// its device (side by side); a device lost leaves the tiles of its block it
+/// did not finish to the host. A failure anywhere puts all of C back.
+stage_report run_contraction(const stage& s, const std::vector<call_node>& nodes, const std::vector<device*>& devs,
+                             device& host, const run_options& opt);
+
 /// Calls whose inputs failed are cancelled: their values fail with the same
 /// error and they are dropped from the stage.
 stage cancel_failed(const stage& s, const std::vector<call_node>& nodes);

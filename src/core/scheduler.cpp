@@ -198,8 +198,8 @@ run_options scheduler::options_for(std::size_t i) {
   return opt;
 }
 
-/// Several devices: an element-wise stage's chunks go to all not lost, each
-/// reading the host's data.
+/// Several devices: an element-wise stage's chunks, or a product's blocks of
+/// C, go to all not lost, each reading the host's data.
 void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<runtime_state::device_entry*>& on,
                            double predicted) {
   for (auto* e : on) prepare_residency(*e->resident, i, false, opt);
@@ -209,7 +209,9 @@ void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<ru
   opt.lost = &lost;
   std::vector<device*> devs;
   for (auto* e : on) devs.push_back(e->dev.get());
-  stage_report rep = run_stage(stages_[i], nodes_, needed_, devs, host_locked(st_), opt);
+  const stage& s = stages_[i];
+  stage_report rep = s.contraction ? run_contraction(s, nodes_, devs, host_locked(st_), opt)
+                                   : run_stage(s, nodes_, needed_, devs, host_locked(st_), opt);
   rep.predicted_seconds = predicted;
   finish_spread(i, std::move(rep), on, lost);
 }
@@ -250,7 +252,7 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   opt.placement_reason = place.reason;
   if (place.smallest_budget) too_small_.add(target, c_, describe(s, nodes_), place.smallest_budget);
   opt.streams = &where == &dev ? c_.streams : 0;  // a fallback host uses its own parallelism
-  if (const auto on = st_.usable(); &where == &dev && !s.contraction && on.size() > 1)
+  if (const auto on = st_.usable(); &where == &dev && on.size() > 1)
     return run_spread(i, opt, on, predicted);
   prepare_residency(*target.resident, i, &where == &dev, opt);
   const bool beside = !c_.serial_stages && &where == &host && &dev != &host && i + 1 < stages_.size() &&
