@@ -110,6 +110,27 @@ TEST_CASE("OA_PLACEMENT=cost: each side calibrated twice at a size, then the fas
   CHECK(reps[4].predicted_seconds > 0);
 }
 
+TEST_CASE("OA_PLACEMENT=cost with several devices: one model for them together, their links added up") {
+  oa::config c = oa_test::emulated_config(std::size_t{4} << 20);
+  c.devices = "emulated:link_gbps=0.5,emulated:link_gbps=0.5";
+  c.placement = "cost";
+  config_scope cs(c);
+  const std::size_t n = std::size_t{1} << 18;
+  std::vector<oa::stage_report> reps;
+  for (int i = 0; i < 5; ++i) reps.push_back(add(n));
+  // The pair calibrates (the host may have been measured at this size by an
+  // earlier test: models stay in memory while their file is the same).
+  for (int i = 0; i < 2; ++i) {
+    CAPTURE(i);
+    CHECK(reps[static_cast<std::size_t>(i)].device == "emulated:0 + emulated:1");
+    CHECK(reps[static_cast<std::size_t>(i)].placement_reason.find("calibrating '") != std::string::npos);
+  }
+  // Both sides measured: the prediction names the pair.
+  CHECK(reps[4].placement_reason.find("emulated:0 + emulated:1") != std::string::npos);
+  CHECK(reps[4].placement_reason.find("(predicted)") != std::string::npos);
+  CHECK(reps[4].predicted_seconds > 0);
+}
+
 TEST_CASE("OA_PLACEMENT=cost: small stages on the host, large ones on the device, from models in a file") {
   // A host that computes 1 GB/s; a device 1000 times faster that costs
   // 100 us a stage besides: it pays from about 100 kB up.

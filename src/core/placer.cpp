@@ -46,21 +46,38 @@ std::string seconds_text(double s) {
 
 }  // namespace
 
+std::string device_group::name() const {
+  std::string out;
+  for (device* d : devices) out += (out.empty() ? "" : " + ") + d->name();
+  return out;
+}
+
+device_rates device_group::rates() const {
+  device_rates sum{};
+  for (device* d : devices) {
+    const device_rates r = d->rates();
+    sum.h2d += r.h2d;
+    sum.d2h += r.d2h;
+  }
+  return sum;
+}
+
 placement place_by_cost(const stage_cost& c, const placement& capable, device& host, const perf_models& models,
-                        double& predicted_seconds) {
+                        double& predicted_seconds, const device_group& group) {
   predicted_seconds = 0;
   device& dev = *capable.where;
   if (&dev == &host || dev.kind() == device_kind::host) return capable;
-  const auto on_device = models.predict(c.op, dev.name(), c.bytes);
-  if (!on_device) return {&dev, "cost model: calibrating '" + c.op + "' on " + dev.name()};
+  const std::string name = group.name();
+  const auto on_device = models.predict(c.op, name, c.bytes);
+  if (!on_device) return {&dev, "cost model: calibrating '" + c.op + "' on " + name};
   const auto on_host = models.predict(c.op, host.name(), c.bytes);
   if (!on_host) return {&host, "cost model: calibrating '" + c.op + "' on the host"};
   // The model holds what the link does not explain (learn()); the copies
   // this run needs come from the link model.
-  const device_rates r = dev.rates();
+  const device_rates r = group.rates();
   const double in = r.h2d > 0 ? c.in_bytes / r.h2d : 0, out = r.d2h > 0 ? c.out_bytes / r.d2h : 0;
   const double device_seconds = *on_device + std::max(in, out);
-  const std::string both = "cost model: host " + seconds_text(*on_host) + ", " + dev.name() + " " +
+  const std::string both = "cost model: host " + seconds_text(*on_host) + ", " + name + " " +
                            seconds_text(device_seconds) + " (predicted)";
   if (*on_host <= device_seconds) {
     predicted_seconds = *on_host;
@@ -70,15 +87,18 @@ placement place_by_cost(const stage_cost& c, const placement& capable, device& h
   return {&dev, both};
 }
 
-void learn(perf_models& models, const stage_cost& c, const device& where, const device& host,
-           const stage_report& rep) {
+void learn(perf_models& models, const stage_cost& c, const device_group& group, const stage_report& rep) {
   if (!rep.error.empty() || !rep.device_fault.empty() || rep.host_reruns > 0) return;
-  const bool on_host = &where == &host || where.kind() == device_kind::host;
-  // On a device, the wall time less its busier copy direction: fixed costs
+  if (group.devices.empty()) {
+    models.record(c.op, "host", c.bytes, rep.seconds);
+    return;
+  }
+  // On devices, the wall time less the busier copy direction: fixed costs
   // and the compute the copies did not hide, to which a prediction adds the
-  // copies its own run needs (fewer where data is resident).
-  const double link = std::max(rep.h2d_seconds, rep.d2h_seconds);
-  models.record(c.op, where.name(), c.bytes, on_host ? rep.seconds : std::max(rep.seconds - link, 1e-9));
+  // copies its own run needs (fewer where data is resident). Several
+  // devices' busy times add up in the report: each was busy for its share.
+  const double link = std::max(rep.h2d_seconds, rep.d2h_seconds) / static_cast<double>(group.devices.size());
+  models.record(c.op, group.name(), c.bytes, std::max(rep.seconds - link, 1e-9));
 }
 
 }  // namespace oa::detail

@@ -29,15 +29,25 @@ struct stage_cost {
 stage_cost cost_of(const stage& s, const std::vector<call_node>& nodes,
                    const std::unordered_set<const value_state*>& needed_on_host, residency* resident);
 
-/// `capable` is the placement without a threshold; with its device the
-/// host's, returns it. Otherwise the side predicted to finish first, its
-/// prediction in `predicted_seconds` (0 while calibrating).
-placement place_by_cost(const stage_cost& c, const placement& capable, device& host, const perf_models& models,
-                        double& predicted_seconds);
+/// The devices a stage placed on "the device" runs on: `capable.where`
+/// alone, or several sharing its chunks. Several have one model together,
+/// under their joined name ("emulated:0 + emulated:1"), and links that add up.
+struct device_group {
+  std::vector<device*> devices;
+  std::string name() const;
+  device_rates rates() const;
+};
 
-/// The time a model learns from a stage that ran on `where`: the wall time
-/// on the host, on a device the wall time less its busier copy direction.
-void learn(perf_models& models, const stage_cost& c, const device& where, const device& host,
-           const stage_report& rep);
+/// `capable` is the placement without a threshold; with its device the
+/// host's, returns it. Otherwise the side predicted to finish first (the
+/// host, or `group`, whose first device is capable's), its prediction in
+/// `predicted_seconds` (0 while calibrating).
+placement place_by_cost(const stage_cost& c, const placement& capable, device& host, const perf_models& models,
+                        double& predicted_seconds, const device_group& group);
+
+/// The time a model learns from a stage that ran on the host (`group`
+/// empty) or on `group`: the wall time on the host, on devices the wall
+/// time less the busier copy direction (per device, where several ran it).
+void learn(perf_models& models, const stage_cost& c, const device_group& group, const stage_report& rep);
 
 }  // namespace oa::detail

@@ -13,6 +13,12 @@ namespace oa::detail {
 
 namespace {
 
+device_group group_of(const std::vector<runtime_state::device_entry*>& on) {
+  device_group g;
+  for (auto* e : on) g.devices.push_back(e->dev.get());
+  return g;
+}
+
 bool progress_wanted(const config& c) {
   if (c.progress >= 0) return c.progress == 1;
   return ::isatty(STDERR_FILENO) == 1;
@@ -148,7 +154,7 @@ void scheduler::log_ready() {
 void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where) {
   device& host = host_locked(st_);
   if (by_cost_) {
-    learn(st_.models, cost, where, host, rep);
+    learn(st_.models, cost, &where == &host ? device_group{} : device_group{{&where}}, rep);
     st_.models_learned = true;
   }
   // A report's device_fault is a sticky fault (a CUDA kernel fault,
@@ -168,8 +174,12 @@ void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, 
 }
 
 /// A stage spread over several devices: those lost in it are retired.
-void scheduler::finish_spread(std::size_t i, stage_report rep, const std::vector<runtime_state::device_entry*>& on,
-                              const std::vector<std::string>& lost) {
+void scheduler::finish_spread(std::size_t i, stage_report rep, const stage_cost& cost,
+                              const std::vector<runtime_state::device_entry*>& on, const std::vector<std::string>& lost) {
+  if (by_cost_) {
+    learn(st_.models, cost, group_of(on), rep);
+    st_.models_learned = true;
+  }
   for (std::size_t k = 0; k < on.size(); ++k) {
     if (lost[k].empty()) continue;
     on[k]->failed = lost[k];
@@ -201,7 +211,7 @@ run_options scheduler::options_for(std::size_t i) {
 /// Several devices: an element-wise stage's chunks, or a product's blocks of
 /// C, go to all not lost, each reading the host's data.
 void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<runtime_state::device_entry*>& on,
-                           double predicted) {
+                           const stage_cost& cost, double predicted) {
   for (auto* e : on) prepare_residency(*e->resident, i, false, opt);
   opt.whole_copies = false;
   opt.spread_even = c_.spread == "even";
@@ -213,7 +223,7 @@ void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<ru
   stage_report rep = s.contraction ? run_contraction(s, nodes_, devs, host_locked(st_), opt)
                                    : run_stage(s, nodes_, needed_, devs, host_locked(st_), opt);
   rep.predicted_seconds = predicted;
-  finish_spread(i, std::move(rep), on, lost);
+  finish_spread(i, std::move(rep), cost, on, lost);
 }
 
 /// A stage on the host beside a device runs on a thread of its own while
@@ -242,18 +252,20 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   runtime_state::device_entry& target = st_.target();
   device& dev = *target.dev;
   placement place = place_stage(s, nodes_, needed_, dev, host, by_cost_ ? 0 : c_.host_threshold, target.failed);
+  // Several devices not lost share a stage placed on the first of them.
+  const std::vector<runtime_state::device_entry*> on = st_.usable();
   stage_cost cost;
   double predicted = 0;
   if (by_cost_) {
-    cost = cost_of(s, nodes_, needed_, target.resident.get());
-    place = place_by_cost(cost, place, host, st_.models, predicted);
+    // Resident copies count only where the stage reads them: on one device.
+    cost = cost_of(s, nodes_, needed_, on.size() > 1 ? nullptr : target.resident.get());
+    place = place_by_cost(cost, place, host, st_.models, predicted, on.size() > 1 ? group_of(on) : device_group{{&dev}});
   }
   device& where = *place.where;
   opt.placement_reason = place.reason;
   if (place.smallest_budget) too_small_.add(target, c_, describe(s, nodes_), place.smallest_budget);
   opt.streams = &where == &dev ? c_.streams : 0;  // a fallback host uses its own parallelism
-  if (const auto on = st_.usable(); &where == &dev && on.size() > 1)
-    return run_spread(i, opt, on, predicted);
+  if (&where == &dev && on.size() > 1) return run_spread(i, opt, on, cost, predicted);
   prepare_residency(*target.resident, i, &where == &dev, opt);
   const bool beside = !c_.serial_stages && &where == &host && &dev != &host && i + 1 < stages_.size() &&
                       std::find(deps_[i + 1].begin(), deps_[i + 1].end(), i) == deps_[i + 1].end();

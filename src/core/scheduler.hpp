@@ -49,14 +49,14 @@ class scheduler {
   run_options options_for(std::size_t i);
   void run_one(std::size_t i, run_options& opt);
   void run_spread(std::size_t i, run_options& opt, const std::vector<runtime_state::device_entry*>& on,
-                  double predicted);
+                  const stage_cost& cost, double predicted);
   void start_beside(std::size_t i, const run_options& opt, const stage_cost& cost, double predicted);
   bool reads_later(const value_state* v, std::size_t i) const;
   void prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt) const;
   stage_report failed_report(const stage& s, const run_options& opt) const;
   void finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where);
-  void finish_spread(std::size_t i, stage_report rep, const std::vector<runtime_state::device_entry*>& on,
-                     const std::vector<std::string>& lost);
+  void finish_spread(std::size_t i, stage_report rep, const stage_cost& cost,
+                     const std::vector<runtime_state::device_entry*>& on, const std::vector<std::string>& lost);
   void log_ready();
   void collect_beside();
 
