@@ -91,7 +91,9 @@ TEST_CASE("OA_DEVICES: specs read, bad ones refused naming the spec and the part
   CHECK(specs[2].ordinal == 1);
   const std::pair<const char*, const char*> bad[] = {
       {"gpu", "unknown device kind 'gpu'"},
-      {"host", "the host is always there"},
+      {"host", "host takes a share of the devices' stages: list at least one device"},
+      {"emulated,host:fast", "host takes no keys"},
+      {"host,emulated,host", "host is listed twice"},
       {"emulated:speed=3", "unknown key 'speed' for a emulated device"},
       {"emulated:link_gbps=fast", "link_gbps=fast is not a number from 0 to 1e6"},
       {"emulated:link_gbps=-1", "is not a number from 0 to 1e6"},
@@ -140,9 +142,9 @@ TEST_CASE("a device four times faster takes about four times the chunks, and bea
   const std::vector<double> x = ramp(std::size_t{1} << 20);
   std::vector<double> want(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) want[i] = -x[i];
-  // Links of 0.1 and 0.4 GB/s: 8 MiB each way is about 84 and 21 ms, far
+  // Links of 0.05 and 0.2 GB/s: 8 MiB each way is about 168 and 42 ms, far
   // more than negating it takes, even on a loaded machine.
-  const std::string specs = "emulated:link_gbps=0.1,emulated:link_gbps=0.4";
+  const std::string specs = "emulated:link_gbps=0.05,emulated:link_gbps=0.2";
   double balanced_seconds = 0, even_seconds = 0;
   oa::stage_report balanced, even;
   for (const char* spread : {"balanced", "even"}) {
@@ -297,4 +299,30 @@ TEST_CASE("a product over two devices, one lost: its block's tiles on the host, 
   oa::clear_reports();
   CHECK((oa::linalg::product(A, B).get() - want).cwiseAbs().maxCoeff() < 1e-12);
   CHECK(oa::reports().at(0).device == "emulated:0");  // the device left
+}
+
+TEST_CASE("the host takes a share (OA_DEVICES lists it): results exact, most chunks where they finish first") {
+  const std::vector<double> x = ramp(std::size_t{1} << 20);
+  const outcome one = on_one_device(x);
+  // A device behind a slow link (8 MiB each way: about 168 ms); the host
+  // computes its chunks in place, with no link, far faster.
+  config_scope cs(devices("emulated:link_gbps=0.05,host"));
+  const outcome shared = run(x);
+  CHECK(shared.y == one.y);
+  CHECK(shared.sum == one.sum);  // the host's chunks leave the partials the device's would
+  const auto reps = large_stages();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].device == "emulated:0 + host");
+  CHECK(chunks_of(reps[0], "emulated:0") + chunks_of(reps[0], "host") == reps[0].chunks);
+  CHECK(chunks_of(reps[0], "host") > chunks_of(reps[0], "emulated:0"));
+  CHECK(reps[0].device_chunks == chunks_of(reps[0], "emulated:0"));
+  CHECK(reps[0].seconds < 0.168);  // the device alone would need its link's time at least
+
+  // A call's error with the host sharing: every chunk put back.
+  std::vector<double> v = ramp(std::size_t{1} << 19);
+  v[v.size() / 2] = -1;
+  const std::vector<double> before = v;
+  checked_scale_oa(v, 3.0);
+  CHECK_THROWS_WITH_AS(oa::evaluate(), doctest::Contains("negative element"), std::domain_error);
+  CHECK(v == before);
 }

@@ -1,5 +1,6 @@
 // OA_DEVICES: a list of device specs, `kind[:key=value]...` separated by commas.
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <string_view>
@@ -28,8 +29,9 @@ device_spec read_spec(std::string_view text, const Fail& fail) {
   d.text = std::string(text);
   const std::vector<std::string_view> parts = split(text, ':');
   d.kind = std::string(parts.front());
-  if (d.kind != "emulated" && d.kind != "cuda")
-    fail("unknown device kind '" + d.kind + "' (use emulated or cuda; the host is always there, for what the devices do not take)");
+  if (d.kind != "emulated" && d.kind != "cuda" && d.kind != "host")
+    fail("unknown device kind '" + d.kind + "' (use emulated, cuda, or host for the host's share of their stages)");
+  if (d.kind == "host" && parts.size() > 1) fail("host takes no keys");
   // GB/s and microseconds, as OA_LINK_GBPS and OA_LINK_LATENCY_US take them.
   const auto number = [&](std::string_view key, std::string_view v) {
     double x = 0;
@@ -96,10 +98,15 @@ std::vector<device_spec> parse_device_specs(const std::string& text, const std::
     if (spec.empty() || spec.find(' ') != std::string_view::npos)
       fail("a device spec is kind[:key=value]..., comma-separated, with no spaces");
     out.push_back(read_spec(spec, fail));
-    for (std::size_t i = 0; i + 1 < out.size(); ++i)
+    for (std::size_t i = 0; i + 1 < out.size(); ++i) {
       if (out.back().kind == "cuda" && out[i].kind == "cuda" && out[i].ordinal == out.back().ordinal)
         fail("GPU " + std::to_string(out.back().ordinal) + " is listed twice");
+      if (out.back().kind == "host" && out[i].kind == "host") fail("host is listed twice");
+    }
   }
+  if (std::all_of(out.begin(), out.end(), [](const device_spec& d) { return d.kind == "host"; }))
+    throw config_error("oa: " + what + ": '" + text +
+                       "': host takes a share of the devices' stages: list at least one device (emulated or cuda)");
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/chunk_pipeline.hpp"
 #include "core/chunk_work.hpp"
+#include "core/host_taker.hpp"
 #include "core/progress.hpp"
 #include "core/recovery.hpp"
 #include "core/stage_plan.hpp"
@@ -111,10 +112,12 @@ void fail_stage(const stage& s, const std::vector<call_node>& nodes, std::except
 
 namespace {
 
-/// "emulated:0 + emulated:1": a stage spread over several devices.
-std::string spread_name(const std::vector<device*>& devs) {
+/// "emulated:0 + emulated:1" ("+ host" where it takes chunks too): a stage
+/// spread over several devices.
+std::string spread_name(const std::vector<device*>& devs, const device* host) {
   std::string out;
   for (device* d : devs) out += (out.empty() ? "" : " + ") + d->name();
+  if (host) out += " + " + host->name();
   return out;
 }
 
@@ -225,17 +228,20 @@ stage_plan plan_spread(const stage& s, const std::vector<call_node>& nodes,
 /// The pipelines of a stage's devices, one each, run side by side (each
 /// driven by a thread of its own beyond the first). A device that cannot
 /// hold one of the shared chunks sits the stage out.
-void run_pipelines(std::vector<std::unique_ptr<chunk_pipeline>>& pipes, chunk_feed& feed,
+/// `host_share`, when given, takes chunks too, as the last taker.
+void run_pipelines(std::vector<std::unique_ptr<chunk_pipeline>>& pipes, host_taker* host_share, chunk_feed& feed,
                    std::vector<pipeline_outcome>& outs, std::vector<stage_report>& reps) {
+  const bool shared = pipes.size() > 1 || host_share;
   const auto one = [&](std::size_t d) {
+    if (d == pipes.size()) return host_share->run(feed, static_cast<int>(d), outs[d]);
     try {
-      if (pipes.size() > 1) pipes[d]->allocate(outs[d], true);
+      if (shared) pipes[d]->allocate(outs[d], true);
     } catch (const plan_error&) {
     }
     pipes[d]->run(feed, static_cast<int>(d), outs[d], reps[d]);
   };
   std::vector<std::thread> others;
-  for (std::size_t d = 1; d < pipes.size(); ++d) others.emplace_back(one, d);
+  for (std::size_t d = 1; d < outs.size(); ++d) others.emplace_back(one, d);
   one(0);
   for (auto& t : others) t.join();
 }
@@ -248,10 +254,11 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
                  device& host, const run_options& opt) {
   const auto t0 = clock_type::now();
   device& dev = *devs.front();
-  const bool spread = devs.size() > 1;
+  const bool spread = devs.size() > 1 || opt.host_share;
+  const std::size_t takers = devs.size() + (opt.host_share ? 1 : 0);
   attempt a{report_for(s, nodes, dev, opt), {}};
   stage_report& rep = a.rep;
-  if (spread) rep.device = spread_name(devs);
+  if (spread) rep.device = spread_name(devs, opt.host_share ? &host : nullptr);
   // Whole copies are freed after the slots' streams are done (the pipelines
   // go first), or kept when the stage succeeds.
   whole_copies whole;
@@ -279,8 +286,10 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
   }
   undo_log undo(s, nodes);         // outlives the pipelines, whose queued work saves into it
   std::optional<chunk_feed> feed;  // likewise: queued work writes the partials
-  std::vector<pipeline_outcome> outs(devs.size());
+  std::vector<pipeline_outcome> outs(takers);
   std::vector<stage_report> reps(devs.size());
+  std::optional<host_taker> host_share;
+  if (opt.host_share) host_share.emplace(host, s, nodes, needed_on_host, P, undo);
   std::vector<std::unique_ptr<chunk_pipeline>> pipes;
   for (device* d : devs)
     pipes.push_back(std::make_unique<chunk_pipeline>(s, nodes, P, *d, opt, whole, chain.updates, undo));
@@ -288,24 +297,24 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
   // shared by several are fixed before any runs.
   if (!spread) pipes.front()->allocate(outs.front(), false);
   const std::size_t chunk_units = spread ? P.chunks.chunk_units : pipes.front()->chunk_units();
-  feed.emplace(s.units, chunk_units, P.chunk_partial_bytes, static_cast<int>(devs.size()), opt.spread_even,
-               opt.progress, "oa: " + P.what);
+  feed.emplace(s.units, chunk_units, P.chunk_partial_bytes, static_cast<int>(takers), opt.spread_even, opt.progress,
+               "oa: " + P.what);
   undo.plan(feed->ranges());
-  run_pipelines(pipes, *feed, outs, reps);
+  run_pipelines(pipes, host_share ? &*host_share : nullptr, *feed, outs, reps);
 
   pipeline_outcome out;
-  for (std::size_t d = 0; d < devs.size(); ++d) {
+  for (std::size_t d = 0; d < takers; ++d) {
     out.faulted.insert(out.faulted.end(), outs[d].faulted.begin(), outs[d].faulted.end());
     if (!out.stage_error) out.stage_error = outs[d].stage_error;
     if (!out.lost) out.lost = outs[d].lost;
     out.completed += outs[d].completed;
-    if (opt.lost && outs[d].lost) (*opt.lost)[d] = message_of(outs[d].lost);
+    if (opt.lost && outs[d].lost && d < devs.size()) (*opt.lost)[d] = message_of(outs[d].lost);
   }
   // Chunks no device took (every one was lost, or had no room) run on the host.
   if (!out.stage_error)
     for (std::size_t j : feed->untaken()) out.faulted.push_back(j);
   const std::size_t nchunks = feed->count();
-  rep.device_chunks = out.completed;
+  rep.device_chunks = out.completed - (host_share ? outs.back().completed : 0);  // the host's share is in chunks_by_device
 
   // Chunks the devices failed on run again on the host, from the caller's
   // data as it was before the chunk.
@@ -341,6 +350,7 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
     rep.streams += pipes[d]->slots();
     if (spread) rep.chunks_by_device.emplace_back(devs[d]->name(), outs[d].completed);
   }
+  if (host_share) rep.chunks_by_device.emplace_back(host.name(), outs.back().completed);
   rep.chunk_units = feed->chunk_units();
   rep.chunks = nchunks;
   rep.sequential = opt.sequential;
@@ -399,7 +409,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
                        device& host, const run_options& opt) {
   const auto t0 = clock_type::now();
   stage_report first = report_for(s_in, nodes, *devs.front(), opt);
-  if (devs.size() > 1) first.device = spread_name(devs);
+  if (devs.size() > 1 || opt.host_share) first.device = spread_name(devs, opt.host_share ? &host : nullptr);
   stage s = cancel_failed(s_in, nodes);
   if (s.calls.empty()) return first;
   check_caller_objects(s, nodes);

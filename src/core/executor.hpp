@@ -25,6 +25,7 @@ struct run_options {
   bool result_on_host = true;     // contractions: the result must reach its host storage too
   bool whole_copies = true;       // element-wise stages: whole copies of inputs and outputs, kept (stage_plan::whole)
   bool spread_even = false;       // several devices: chunk i to device i mod n (OA_SPREAD=even)
+  bool host_share = false;        // the host takes chunks of a spread stage too (OA_DEVICES lists it)
   std::vector<std::string>* lost = nullptr;  // several devices: per device, why it was lost (empty: it was not)
 };
 

@@ -155,6 +155,7 @@ std::vector<std::unique_ptr<device>> make_devices(const config& c, const config_
     const std::vector<device_spec> specs = parse_device_specs(c.devices, origin.where("devices"));
     for (std::size_t i = 0; i < specs.size(); ++i) {
       const device_spec& d = specs[i];
+      if (d.kind == "host") continue;  // the runtime's host takes its share
       out.push_back(d.kind == "cuda" ? make_cuda(c, origin, "devices", d.ordinal, d.memory.value_or(c.device_memory))
                                      : make_emulated(c, &d, i));
     }
@@ -198,6 +199,8 @@ device& device_locked(runtime_state& s) {
       s.device_error = std::current_exception();
       throw;
     }
+    const std::vector<device_spec> specs = parse_device_specs(c.devices, s.origin.where("devices"));
+    s.host_shares = std::any_of(specs.begin(), specs.end(), [](const device_spec& d) { return d.kind == "host"; });
     for (auto& d : made) {
       runtime_state::device_entry e;
       e.dev = std::move(d);

@@ -41,6 +41,7 @@ struct runtime_state {
   /// The devices, made from the configuration at first use: today the one
   /// config.device names; the scheduler offers stages to the first.
   std::vector<device_entry> devices;
+  bool host_shares = false;  // OA_DEVICES lists the host: it takes chunks of the devices' element-wise stages
   // Why the configured device could not be made: every later stage (and
   // evaluation) fails with this one error, until the configuration changes,
   // so that a caller who received it is not told of it again by each stage.

@@ -177,7 +177,9 @@ void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, 
 void scheduler::finish_spread(std::size_t i, stage_report rep, const stage_cost& cost,
                               const std::vector<runtime_state::device_entry*>& on, const std::vector<std::string>& lost) {
   if (by_cost_) {
-    learn(st_.models, cost, group_of(on), rep);
+    device_group group = group_of(on);
+    if (st_.host_shares && !stages_[i].contraction) group.devices.push_back(&host_locked(st_));
+    learn(st_.models, cost, group, rep);
     st_.models_learned = true;
   }
   for (std::size_t k = 0; k < on.size(); ++k) {
@@ -215,6 +217,7 @@ void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<ru
   for (auto* e : on) prepare_residency(*e->resident, i, false, opt);
   opt.whole_copies = false;
   opt.spread_even = c_.spread == "even";
+  opt.host_share = st_.host_shares && !stages_[i].contraction;
   std::vector<std::string> lost(on.size());
   opt.lost = &lost;
   std::vector<device*> devs;
@@ -259,15 +262,19 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   if (by_cost_) {
     // Resident copies count only where the stage reads them: on one device.
     cost = cost_of(s, nodes_, needed_, on.size() > 1 ? nullptr : target.resident.get());
-    place = place_by_cost(cost, place, host, st_.models, predicted, on.size() > 1 ? group_of(on) : device_group{{&dev}});
+    device_group group = on.size() > 1 ? group_of(on) : device_group{{&dev}};
+    if (st_.host_shares && !s.contraction) group.devices.push_back(&host);
+    place = place_by_cost(cost, place, host, st_.models, predicted, group);
   }
   device& where = *place.where;
   opt.placement_reason = place.reason;
   if (place.smallest_budget) too_small_.add(target, c_, describe(s, nodes_), place.smallest_budget);
   opt.streams = &where == &dev ? c_.streams : 0;  // a fallback host uses its own parallelism
-  if (&where == &dev && on.size() > 1) return run_spread(i, opt, on, cost, predicted);
+  const bool host_shares = st_.host_shares && !s.contraction;
+  if (&where == &dev && (on.size() > 1 || host_shares)) return run_spread(i, opt, on, cost, predicted);
   prepare_residency(*target.resident, i, &where == &dev, opt);
-  const bool beside = !c_.serial_stages && &where == &host && &dev != &host && i + 1 < stages_.size() &&
+  // (Not while the host takes shares of device stages: its streams are theirs too.)
+  const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host && i + 1 < stages_.size() &&
                       std::find(deps_[i + 1].begin(), deps_[i + 1].end(), i) == deps_[i + 1].end();
   if (beside) return start_beside(i, opt, cost, predicted);
   const std::size_t evicted_before = target.resident->evicted_bytes();
