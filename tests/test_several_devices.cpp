@@ -6,7 +6,9 @@
 
 #include <doctest/doctest.h>
 
+#include <cstdint>
 #include <functional>
+#include <numeric>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -17,6 +19,7 @@
 #include <oa/linalg/gemm.hpp>
 #include <oa/oa.hpp>
 
+#include "stderr_capture.hpp"
 #include "support.hpp"
 
 using oa_test::config_scope;
@@ -325,4 +328,48 @@ TEST_CASE("the host takes a share (OA_DEVICES lists it): results exact, most chu
   checked_scale_oa(v, 3.0);
   CHECK_THROWS_WITH_AS(oa::evaluate(), doctest::Contains("negative element"), std::domain_error);
   CHECK(v == before);
+}
+
+TEST_CASE("a stage one device's budget cannot hold goes to the devices that can; stderr names the spec") {
+  std::vector<std::int64_t> v(std::size_t{1} << 20);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<std::int64_t>(i % 7) - 3;
+  std::vector<std::int64_t> want(v.size());
+  std::inclusive_scan(v.begin(), v.end(), want.begin());
+  for (const char* specs : {"emulated:memory=64MiB,emulated:memory=16KiB", "emulated:memory=16KiB,emulated:memory=64MiB"}) {
+    CAPTURE(specs);
+    config_scope cs(devices(specs));
+    oa_test::stderr_capture err;
+    CHECK(oa::stl::inclusive_scan(v).get() == want);
+    const std::string said = err.text();
+    CAPTURE(said);
+    const std::string big = contains(specs, "64MiB,") ? "emulated:0" : "emulated:1";
+    bool on_big = false;
+    for (const auto& r : oa::reports()) {
+      CHECK(r.error.empty());
+      on_big = on_big || r.device == big;
+    }
+    CHECK(on_big);
+    // A stage neither device holds a unit of, had there been one, would be
+    // said naming the spec; a stage the big device ran is not said at all.
+    CHECK(!contains(said, "cannot hold one unit"));
+  }
+  // The small device alone: the host runs what it cannot hold, and says so naming the spec.
+  config_scope cs(devices("emulated:memory=16KiB"));
+  oa_test::stderr_capture err;
+  CHECK(oa::stl::inclusive_scan(v).get() == want);
+  CHECK(contains(err.text(), "(set_config: devices 'emulated:memory=16KiB') cannot hold one unit"));
+}
+
+TEST_CASE("OA_SEQUENTIAL with several devices: one device, one chunk at a time (the baseline)") {
+  const std::vector<double> x = ramp(std::size_t{1} << 20);
+  const outcome one = on_one_device(x);
+  oa::config c = devices("emulated,emulated");
+  c.sequential = true;
+  config_scope cs(c);
+  CHECK(run(x).sum == one.sum);
+  for (const auto& r : large_stages()) {
+    CHECK(r.device == "emulated:0");
+    CHECK(r.streams == 1);
+    CHECK(r.sequential);
+  }
 }

@@ -201,8 +201,15 @@ device& device_locked(runtime_state& s) {
     }
     const std::vector<device_spec> specs = parse_device_specs(c.devices, s.origin.where("devices"));
     s.host_shares = std::any_of(specs.begin(), specs.end(), [](const device_spec& d) { return d.kind == "host"; });
+    std::vector<std::string> budget_from;  // per device made, in order
+    for (const device_spec& d : specs)
+      if (d.kind != "host")
+        budget_from.push_back(d.memory ? s.origin.where("devices") + " '" + d.text + "'"
+                                       : c.device_memory ? s.origin.where("device_memory") : std::string());
     for (auto& d : made) {
       runtime_state::device_entry e;
+      if (specs.empty() && c.device_memory) e.budget_from = s.origin.where("device_memory");
+      if (s.devices.size() < budget_from.size()) e.budget_from = budget_from[s.devices.size()];
       e.dev = std::move(d);
       e.resident = std::make_unique<detail::residency>(*e.dev);
       s.devices.push_back(std::move(e));

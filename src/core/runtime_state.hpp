@@ -34,6 +34,7 @@ struct runtime_state {
     std::unique_ptr<device> dev;
     std::unique_ptr<residency> resident;  // values kept on dev (declared after it: destroyed first)
     std::string failed;                   // why dev is no longer offered stages
+    std::string budget_from;              // where the user set its budget ("OA_DEVICE_MEMORY"); empty: its default
     // Stages (their calls) the host ran because a unit of theirs is larger
     // than the budget the user set: said once each on stderr.
     std::unordered_set<std::string> said_budget_too_small;

@@ -26,28 +26,34 @@ bool progress_wanted(const config& c) {
 
 }  // namespace
 
-void scheduler::budget_too_small::add(runtime_state::device_entry& target, const config& c, std::string calls,
-                                      std::size_t smallest) {
-  // A stage not yet said for this device (every stage's report says it).
-  if (c.device_memory != 0 && target.said_budget_too_small.insert(calls).second)
-    stages.emplace_back(std::move(calls), smallest);
+void scheduler::budget_too_small::add(runtime_state::device_entry& target, std::string calls, std::size_t smallest) {
+  // Only a budget the user set, and a stage not yet said for this device
+  // (every stage's report says it).
+  if (!target.budget_from.empty() && target.said_budget_too_small.insert(calls).second)
+    stages.push_back({std::move(calls), smallest, &target});
 }
 
-void scheduler::budget_too_small::say(const config& c, const config_origin& origin, const device& dev) const {
-  if (stages.empty()) return;
-  std::size_t all = 0;
-  std::string which;
-  for (const auto& [calls, smallest] : stages) {
-    all = std::max(all, smallest);
-    if (stages.size() > 1) which += (which.empty() ? ": [" : ", [") + calls + "] (" + std::to_string(smallest) + " bytes)";
+void scheduler::budget_too_small::say() const {
+  for (std::size_t first = 0; first < stages.size(); ++first) {
+    const runtime_state::device_entry* on = stages[first].target;
+    bool earlier = false;
+    for (std::size_t k = 0; k < first; ++k) earlier = earlier || stages[k].target == on;
+    if (earlier) continue;  // said with the first stage of its device
+    std::size_t all = 0, count = 0;
+    std::string which;
+    for (const auto& t : stages) {
+      if (t.target != on) continue;
+      all = std::max(all, t.smallest);
+      ++count;
+      which += (which.empty() ? "[" : ", [") + t.calls + "] (" + std::to_string(t.smallest) + " bytes)";
+    }
+    const std::string what = count == 1 ? "stage [" + stages[first].calls + "]" : std::to_string(count) + " stages";
+    std::fprintf(stderr,
+                 "oa: the device budget of %zu bytes (%s) cannot hold one unit of %s, which the host ran "
+                 "instead%s; the smallest budget that runs %s on %s is %zu bytes\n",
+                 on->dev->memory_budget(), on->budget_from.c_str(), what.c_str(),
+                 count == 1 ? "" : (": " + which).c_str(), count == 1 ? "it" : "them all", on->dev->name().c_str(), all);
   }
-  const std::string what =
-      stages.size() == 1 ? "stage [" + stages.front().first + "]" : std::to_string(stages.size()) + " stages";
-  std::fprintf(stderr,
-               "oa: the device budget of %zu bytes (%s) cannot hold one unit of %s, which the host ran "
-               "instead%s; the smallest budget that runs %s on %s is %zu bytes\n",
-               c.device_memory, origin.where("device_memory").c_str(), what.c_str(), which.c_str(),
-               stages.size() == 1 ? "it" : "them all", dev.name().c_str(), all);
 }
 
 scheduler::scheduler(runtime_state& st, const config& c, const std::vector<call_node>& nodes,
@@ -175,10 +181,11 @@ void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, 
 
 /// A stage spread over several devices: those lost in it are retired.
 void scheduler::finish_spread(std::size_t i, stage_report rep, const stage_cost& cost,
-                              const std::vector<runtime_state::device_entry*>& on, const std::vector<std::string>& lost) {
+                              const std::vector<runtime_state::device_entry*>& on, const std::vector<std::string>& lost,
+                              bool host_shared) {
   if (by_cost_) {
     device_group group = group_of(on);
-    if (st_.host_shares && !stages_[i].contraction) group.devices.push_back(&host_locked(st_));
+    if (host_shared) group.devices.push_back(&host_locked(st_));
     learn(st_.models, cost, group, rep);
     st_.models_learned = true;
   }
@@ -217,7 +224,7 @@ void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<ru
   for (auto* e : on) prepare_residency(*e->resident, i, false, opt);
   opt.whole_copies = false;
   opt.spread_even = c_.spread == "even";
-  opt.host_share = st_.host_shares && !stages_[i].contraction;
+  opt.host_share = st_.host_shares && !stages_[i].contraction && !c_.sequential;
   std::vector<std::string> lost(on.size());
   opt.lost = &lost;
   std::vector<device*> devs;
@@ -226,7 +233,7 @@ void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<ru
   stage_report rep = s.contraction ? run_contraction(s, nodes_, devs, host_locked(st_), opt)
                                    : run_stage(s, nodes_, needed_, devs, host_locked(st_), opt);
   rep.predicted_seconds = predicted;
-  finish_spread(i, std::move(rep), cost, on, lost);
+  finish_spread(i, std::move(rep), cost, on, lost, opt.host_share);
 }
 
 /// A stage on the host beside a device runs on a thread of its own while
@@ -247,35 +254,62 @@ void scheduler::start_beside(std::size_t i, const run_options& opt, const stage_
 }
 
 /// Places stage i and runs it (or starts it beside the device).
+/// The devices not lost that can run stage i (a unit of it fits their
+/// budget), and the placement on the first of them; when none can, the
+/// first device's refusal (the host, and why), with `on` empty.
+std::pair<placement, std::vector<runtime_state::device_entry*>> scheduler::capable(std::size_t i) {
+  const stage& s = stages_[i];
+  device& host = host_locked(st_);
+  const std::size_t threshold = by_cost_ ? 0 : c_.host_threshold;
+  std::vector<runtime_state::device_entry*> on;
+  std::optional<placement> first, refused;
+  runtime_state::device_entry* refusing = nullptr;
+  for (auto* e : st_.usable()) {
+    placement p = place_stage(s, nodes_, needed_, *e->dev, host, threshold, e->failed);
+    if (p.where != e->dev.get()) {
+      if (!refused) refused = std::move(p), refusing = e;
+      continue;
+    }
+    if (!first) first = std::move(p);
+    // Sequential (a baseline): one device, one chunk at a time.
+    if (!c_.sequential || on.empty()) on.push_back(e);
+  }
+  if (first) return {std::move(*first), std::move(on)};
+  runtime_state::device_entry& target = refusing ? *refusing : st_.target();
+  placement p = refused ? std::move(*refused)
+                        : place_stage(s, nodes_, needed_, *target.dev, host, threshold, target.failed);
+  if (p.smallest_budget) too_small_.add(target, describe(s, nodes_), p.smallest_budget);
+  return {std::move(p), {}};
+}
+
+/// Places stage i and runs it (or starts it beside the device).
 void scheduler::run_one(std::size_t i, run_options& opt) {
   const stage& s = stages_[i];
   if (models_error_) std::rethrow_exception(models_error_);
   (void)device_locked(st_);
   device& host = host_locked(st_);
-  runtime_state::device_entry& target = st_.target();
+  // Several devices share a stage placed on the first of them.
+  auto [place, on] = capable(i);
+  runtime_state::device_entry& target = on.empty() ? st_.target() : *on.front();
   device& dev = *target.dev;
-  placement place = place_stage(s, nodes_, needed_, dev, host, by_cost_ ? 0 : c_.host_threshold, target.failed);
-  // Several devices not lost share a stage placed on the first of them.
-  const std::vector<runtime_state::device_entry*> on = st_.usable();
+  const bool host_shares = st_.host_shares && !s.contraction && !c_.sequential;
   stage_cost cost;
   double predicted = 0;
   if (by_cost_) {
     // Resident copies count only where the stage reads them: on one device.
     cost = cost_of(s, nodes_, needed_, on.size() > 1 ? nullptr : target.resident.get());
     device_group group = on.size() > 1 ? group_of(on) : device_group{{&dev}};
-    if (st_.host_shares && !s.contraction) group.devices.push_back(&host);
+    if (host_shares) group.devices.push_back(&host);
     place = place_by_cost(cost, place, host, st_.models, predicted, group);
   }
   device& where = *place.where;
   opt.placement_reason = place.reason;
-  if (place.smallest_budget) too_small_.add(target, c_, describe(s, nodes_), place.smallest_budget);
   opt.streams = &where == &dev ? c_.streams : 0;  // a fallback host uses its own parallelism
-  const bool host_shares = st_.host_shares && !s.contraction;
   if (&where == &dev && (on.size() > 1 || host_shares)) return run_spread(i, opt, on, cost, predicted);
   prepare_residency(*target.resident, i, &where == &dev, opt);
   // (Not while the host takes shares of device stages: its streams are theirs too.)
-  const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host && i + 1 < stages_.size() &&
-                      std::find(deps_[i + 1].begin(), deps_[i + 1].end(), i) == deps_[i + 1].end();
+  const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host &&
+                      i + 1 < stages_.size() && std::find(deps_[i + 1].begin(), deps_[i + 1].end(), i) == deps_[i + 1].end();
   if (beside) return start_beside(i, opt, cost, predicted);
   const std::size_t evicted_before = target.resident->evicted_bytes();
   stage_report rep = s.contraction ? run_contraction(s, nodes_, where, host, opt)
@@ -300,7 +334,7 @@ void scheduler::run() {
     if (opt.trace) st_.log.add_trace(trace_);
   }
   collect_beside();
-  if (!st_.devices.empty()) too_small_.say(c_, st_.origin, *st_.first().dev);
+  too_small_.say();
   st_.save_models(false);
   // No later stage of this evaluation reads a copy: those the host holds too
   // are kept for later evaluations.

@@ -40,9 +40,15 @@ class scheduler {
   /// Stages of one evaluation that the host ran because one unit of theirs
   /// is larger than the budget the user set: said once, at the end.
   struct budget_too_small {
-    std::vector<std::pair<std::string, std::size_t>> stages;
-    void add(runtime_state::device_entry& target, const config& c, std::string calls, std::size_t smallest);
-    void say(const config& c, const config_origin& origin, const device& dev) const;
+    struct one {
+      std::string calls;
+      std::size_t smallest;
+      const runtime_state::device_entry* target;
+    };
+    std::vector<one> stages;
+    void add(runtime_state::device_entry& target, std::string calls, std::size_t smallest);
+    /// A line on stderr per device, with the budget that runs them all.
+    void say() const;
   };
 
   void read_models();
@@ -56,7 +62,9 @@ class scheduler {
   stage_report failed_report(const stage& s, const run_options& opt) const;
   void finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where);
   void finish_spread(std::size_t i, stage_report rep, const stage_cost& cost,
-                     const std::vector<runtime_state::device_entry*>& on, const std::vector<std::string>& lost);
+                     const std::vector<runtime_state::device_entry*>& on, const std::vector<std::string>& lost,
+                     bool host_shared);
+  std::pair<placement, std::vector<runtime_state::device_entry*>> capable(std::size_t i);
   void log_ready();
   void collect_beside();
 
