@@ -686,7 +686,13 @@ TEST_CASE("OA_DEVICES and OA_SPREAD: read from the environment and the file, bad
                  "oa: OA_DEVICES: 'emulated:link_gbps=x': link_gbps=x is not a number"));
   env.set("OA_DEVICES", "emulated:memory=1EiB");
   CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }), "more than this machine's physical memory"));
+  env.set("OA_DEVICES", "emulated:memory=16GiB,emulated:memory=16GiB");  // each fits, not both
+  CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }),
+                 "the emulated devices' memory (emulated:memory=16GiB takes 17179869184 bytes) adds up to more"));
   env.set("OA_DEVICES", "emulated");
+  env.set("OA_DEVICE_MEMORY", "1EiB");  // the devices without a memory of their own take it
+  CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }), "more than this machine's physical memory"));
+  ::unsetenv("OA_DEVICE_MEMORY");
   env.set("OA_SPREAD", "fair");
   CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }),
                  "oa: OA_SPREAD: unknown spread 'fair' (use balanced or even"));
@@ -695,6 +701,9 @@ TEST_CASE("OA_DEVICES and OA_SPREAD: read from the environment and the file, bad
   CHECK(f.devices == "cuda:0,cuda:1");
   CHECK(contains(config_error_of([&] { f.merge_json(R"({"devices": "tpu"})", "f.json"); }),
                  "oa: f.json: key 'devices': 'tpu': unknown device kind 'tpu'"));
+  // A spec's memory is named as the list's source names it.
+  CHECK(contains(config_error_of([&] { f.merge_json(R"({"devices": "emulated:memory=lots"})", "f.json"); }),
+                 "oa: f.json: key 'devices': 'emulated:memory=lots': memory: cannot read 'lots'"));
 }
 
 TEST_CASE("the unknown-key message lists exactly the accepted keys") {

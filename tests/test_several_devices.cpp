@@ -97,14 +97,17 @@ TEST_CASE("OA_DEVICES: specs read, bad ones refused naming the spec and the part
       {"host", "host takes a share of the devices' stages: list at least one device"},
       {"emulated,host:fast", "host takes no keys"},
       {"host,emulated,host", "host is listed twice"},
-      {"emulated:speed=3", "unknown key 'speed' for a emulated device"},
+      {"emulated:speed=3", "unknown key 'speed' for device kind emulated"},
+      {"emulated:memory=1MiB:memory=2MiB", "key 'memory' is given twice"},
+      {"cuda:-1", "'-1' is not a GPU number"},
+      {"cuda:2000", "'2000' is not a GPU number"},
       {"emulated:link_gbps=fast", "link_gbps=fast is not a number from 0 to 1e6"},
       {"emulated:link_gbps=-1", "is not a number from 0 to 1e6"},
       {"emulated:memory=lots", "memory"},
       {"emulated:memory=0", "memory=0"},
       {"emulated:2", "'2' is not key=value"},
       {"cuda:0,cuda:0", "GPU 0 is listed twice"},
-      {"cuda:link_gbps=2", "unknown key 'link_gbps' for a cuda device"},
+      {"cuda:link_gbps=2", "unknown key 'link_gbps' for device kind cuda"},
       {"emulated,,emulated", "a device spec is kind[:key=value]..."},
       {"emulated, emulated", "with no spaces"},
       {"emulated:sticky=2", "sticky=2 is not 0 or 1"},
@@ -212,17 +215,21 @@ TEST_CASE("a device lost mid-stage: its chunks go to the other, the results exac
 TEST_CASE("a transient fault on one of two devices: its chunk re-runs on the host, both go on") {
   const std::vector<double> x = ramp(std::size_t{1} << 20);
   const outcome one = on_one_device(x);
-  config_scope cs(devices("emulated,emulated:fail_launch=2"));
-  const outcome two = run(x);
-  CHECK(two.y == one.y);
-  CHECK(two.sum == one.sum);
-  const auto reps = large_stages();
-  REQUIRE(reps.size() == 1);
-  CHECK(reps[0].host_reruns == 1);
-  CHECK(reps[0].device_fault.empty());
-  oa::clear_reports();
-  CHECK(run(x).sum == one.sum);
-  CHECK(large_stages().at(0).device == "emulated:0 + emulated:1");
+  // A launch, a copy, and the staging engine's fill and drain of pageable memory.
+  for (const char* fault : {"fail_launch=2", "fail_copy=3", "fail_fill=3", "fail_drain=2"}) {
+    CAPTURE(fault);
+    config_scope cs(devices(std::string("emulated,emulated:") + fault));
+    const outcome two = run(x);
+    CHECK(two.y == one.y);
+    CHECK(two.sum == one.sum);
+    const auto reps = large_stages();
+    REQUIRE(reps.size() == 1);
+    CHECK(reps[0].host_reruns == 1);
+    CHECK(reps[0].device_fault.empty());
+    oa::clear_reports();
+    CHECK(run(x).sum == one.sum);
+    CHECK(large_stages().at(0).device == "emulated:0 + emulated:1");
+  }
 }
 
 TEST_CASE("a call's error on two devices: the caller's object put back whole, the error reaches the caller") {

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <string_view>
 
+#include "oa/core/device.hpp"
 #include "oa/core/error.hpp"
 
 namespace oa {
@@ -176,20 +177,28 @@ std::size_t physical_memory() {
 /// physical memory can never be met. (The host device's budget is a planning
 /// target; the CUDA device's is checked against the GPU when it is made.)
 void check_device_memory(const config& c, const std::string& what) {
-  if (c.device != "emulated") return;
+  // OA_DEVICES' emulated devices without a memory of their own take it too.
+  if (c.device != "emulated" && c.devices.find("emulated") == std::string::npos) return;
   const std::size_t physical = physical_memory();
   if (c.device_memory > physical)
     fail(what, std::to_string(c.device_memory) + " bytes is more than this machine's physical memory (" +
                    std::to_string(physical) + " bytes), which the emulated device's memory is part of");
 }
 
-/// OA_DEVICES: each spec readable, and an emulated device's memory within
-/// the machine's physical memory (which it is part of).
-void check_devices(const std::string& text, const std::string& what) {
-  for (const device_spec& d : parse_device_specs(text, what))
-    if (d.kind == "emulated" && d.memory && *d.memory > physical_memory())
-      fail(what, "'" + d.text + "': " + std::to_string(*d.memory) + " bytes is more than this machine's physical memory (" +
-                     std::to_string(physical_memory()) + " bytes), which the emulated device's memory is part of");
+/// OA_DEVICES: each spec readable, and the emulated devices' memory, all
+/// together, within the machine's physical memory (which it is part of).
+void check_devices(const config& c, const std::string& what) {
+  const std::size_t physical = physical_memory();
+  std::size_t total = 0;  // at most `physical`
+  for (const device_spec& d : parse_device_specs(c.devices, what)) {
+    if (d.kind != "emulated") continue;
+    const std::size_t bytes = d.memory.value_or(c.device_memory ? c.device_memory : emulated_options{}.memory_budget);
+    if (bytes > physical - total)
+      fail(what, "'" + c.devices + "': the emulated devices' memory (" + d.text + " takes " + std::to_string(bytes) +
+                     " bytes) adds up to more than this machine's physical memory (" +
+                     std::to_string(physical) + " bytes), which the emulated devices' memory is part of");
+    total += bytes;
+  }
 }
 
 // --- environment values ---------------------------------------------------------
@@ -354,7 +363,7 @@ const setting settings[] = {
      [](const config& c, const std::string& w) { check_device(c.device, w); }},
     {"devices", "OA_DEVICES", [](config& c, const std::string& t, const std::string&) { c.devices = t; },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.devices = json_string(v, w); },
-     [](const config& c, const std::string& w) { check_devices(c.devices, w); }},
+     [](const config& c, const std::string& w) { check_devices(c, w); }},
     {"spread", "OA_SPREAD", [](config& c, const std::string& t, const std::string&) { c.spread = t; },
      [](config& c, const nlohmann::json& v, const std::string& w) { c.spread = json_string(v, w); },
      [](const config& c, const std::string& w) {

@@ -22,9 +22,9 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
-/// Reads one spec; `fail` names OA_DEVICES and the spec.
+/// Reads one spec; `fail` names where the list came from (`what`) and the spec.
 template <class Fail>
-device_spec read_spec(std::string_view text, const Fail& fail) {
+device_spec read_spec(std::string_view text, const std::string& what, const Fail& fail) {
   device_spec d;
   d.text = std::string(text);
   const std::vector<std::string_view> parts = split(text, ':');
@@ -52,16 +52,21 @@ device_spec read_spec(std::string_view text, const Fail& fail) {
     const std::size_t eq = part.find('=');
     if (eq == std::string_view::npos) {
       if (d.kind == "cuda" && i == 1) {  // cuda:N
-        d.ordinal = static_cast<int>(count("GPU", part));
-        if (d.ordinal > 1024) fail("GPU " + std::string(part) + " is out of range");
+        std::uint64_t n = 0;
+        const auto [end, ec] = std::from_chars(part.data(), part.data() + part.size(), n);
+        if (part.empty() || ec != std::errc{} || end != part.data() + part.size() || n > 1024)
+          fail("'" + std::string(part) + "' is not a GPU number (cuda:0, cuda:1, ...)");
+        d.ordinal = static_cast<int>(n);
         continue;
       }
       fail("'" + std::string(part) + "' is not key=value");
     }
     const std::string_view key = part.substr(0, eq), v = part.substr(eq + 1);
+    for (std::size_t k = 1; k < i; ++k)
+      if (parts[k].substr(0, parts[k].find('=')) == key) fail("key '" + std::string(key) + "' is given twice");
     const bool emulated = d.kind == "emulated";
     if (key == "memory") {
-      d.memory = parse_bytes(std::string(v), "OA_DEVICES: '" + d.text + "': memory");
+      d.memory = parse_bytes(std::string(v), what + ": '" + d.text + "': memory");
       if (*d.memory == 0) fail("memory=0: a device needs some memory");
     } else if (emulated && key == "link_gbps") {
       d.link_gbps = number(key, v);
@@ -73,12 +78,17 @@ device_spec read_spec(std::string_view text, const Fail& fail) {
       d.fail_launch = count(key, v);
     } else if (emulated && key == "fail_copy") {
       d.fail_copy = count(key, v);
+    } else if (emulated && key == "fail_fill") {
+      d.fail_fill = count(key, v);
+    } else if (emulated && key == "fail_drain") {
+      d.fail_drain = count(key, v);
     } else if (emulated && key == "sticky") {
       if (v != "0" && v != "1") fail("sticky=" + std::string(v) + " is not 0 or 1");
       d.sticky = v == "1";
     } else {
-      fail("unknown key '" + std::string(key) + "' for a " + d.kind + " device (" +
-           (emulated ? "memory, link_gbps, link_shared_gbps, latency_us, fail_launch, fail_copy, sticky"
+      fail("unknown key '" + std::string(key) + "' for device kind " + d.kind + " (" +
+           (emulated ? "memory, link_gbps, link_shared_gbps, latency_us, fail_launch, fail_copy, fail_fill, fail_drain, "
+                       "sticky"
                      : "memory; the GPU as cuda:N") +
            ")");
     }
@@ -97,7 +107,7 @@ std::vector<device_spec> parse_device_specs(const std::string& text, const std::
     };
     if (spec.empty() || spec.find(' ') != std::string_view::npos)
       fail("a device spec is kind[:key=value]..., comma-separated, with no spaces");
-    out.push_back(read_spec(spec, fail));
+    out.push_back(read_spec(spec, what, fail));
     for (std::size_t i = 0; i + 1 < out.size(); ++i) {
       if (out.back().kind == "cuda" && out[i].kind == "cuda" && out[i].ordinal == out.back().ordinal)
         fail("GPU " + std::to_string(out.back().ordinal) + " is listed twice");

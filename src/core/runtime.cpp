@@ -132,6 +132,8 @@ std::unique_ptr<device> make_emulated(const config& c, const device_spec* spec, 
   if (spec->latency_us) o.link_latency_seconds = *spec->latency_us * 1e-6;
   o.fail_launch = spec->fail_launch;
   o.fail_copy = spec->fail_copy;
+  o.fail_fill = spec->fail_fill;
+  o.fail_drain = spec->fail_drain;
   o.sticky_faults = spec->sticky;
   return make_emulated_device(o);
 }

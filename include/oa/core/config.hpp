@@ -119,8 +119,8 @@ struct config {
 /// One device of OA_DEVICES, written `kind[:key=value]...`: "cuda:1" (GPU 1),
 /// "emulated:memory=32MiB:link_gbps=2:link_shared_gbps=3:latency_us=5", or
 /// "host": the host takes a share of the chunks of the devices' stages.
-/// Emulated devices take the fault injections fail_launch=N, fail_copy=N and
-/// sticky=1 per device (OA_FAIL_* apply to OA_DEVICE's device only); what a
+/// Emulated devices take the fault injections fail_launch=N, fail_copy=N,
+/// fail_fill=N, fail_drain=N and sticky=1 per device (OA_FAIL_* apply to OA_DEVICE's device only); what a
 /// spec leaves out comes from the one-device settings (OA_DEVICE_MEMORY,
 /// OA_LINK_GBPS, ...).
 struct device_spec {
@@ -129,7 +129,7 @@ struct device_spec {
   int ordinal = 0;   // cuda: which GPU
   std::optional<std::size_t> memory;
   std::optional<double> link_gbps, link_shared_gbps, latency_us;
-  std::uint64_t fail_launch = 0, fail_copy = 0;
+  std::uint64_t fail_launch = 0, fail_copy = 0, fail_fill = 0, fail_drain = 0;
   bool sticky = false;
 };
 
