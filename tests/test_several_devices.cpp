@@ -380,3 +380,32 @@ TEST_CASE("OA_SEQUENTIAL with several devices: one device, one chunk at a time (
     CHECK(r.sequential);
   }
 }
+
+TEST_CASE("reports of shared stages: each device's tiling, a C too small to cut, every device lost named") {
+  config_scope cs(devices("emulated:memory=1MiB,emulated:memory=1MiB"));
+  const Eigen::MatrixXd A = Eigen::MatrixXd::Random(300, 200), B = Eigen::MatrixXd::Random(200, 100);
+  CHECK((oa::linalg::product(A, B).get() - A * B).cwiseAbs().maxCoeff() < 1e-12);
+  const std::string tiling = oa::reports().at(0).tiling;
+  CAPTURE(tiling);
+  CHECK(contains(tiling, "emulated:0: C tiles"));
+  CHECK(contains(tiling, "; emulated:1: C tiles"));
+  CHECK(contains(tiling, "C cut in 2 row blocks, one per device"));
+  // 1 x 1: one block, on one device.
+  oa::clear_reports();
+  const Eigen::MatrixXd a = Eigen::MatrixXd::Constant(1, 3, 2.0), b = Eigen::MatrixXd::Constant(3, 1, 5.0);
+  CHECK(oa::linalg::product(a, b).get()(0, 0) == 30.0);
+  CHECK(!contains(oa::reports().at(0).tiling, "cut"));
+
+  const std::vector<double> x = ramp(std::size_t{1} << 20);
+  const outcome one = on_one_device(x);
+  config_scope both(devices("emulated:fail_launch=2:sticky=1,emulated:fail_copy=4:sticky=1"));
+  oa_test::stderr_capture err;
+  CHECK(run(x).sum == one.sum);
+  const auto reps = large_stages();
+  REQUIRE(reps.size() == 1);
+  CHECK(contains(reps[0].device_fault, "emulated device emulated:0: lost"));
+  CHECK(contains(reps[0].device_fault, "; oa: emulated device emulated:1: lost"));
+  const std::string said = err.text();
+  CAPTURE(said);
+  CHECK(contains(said, "the host runs every later stage"));
+}

@@ -64,13 +64,13 @@ std::optional<std::size_t> chunk_feed::take(int d) {
   taken_[i] = 1;
   ++handed_;
   if (t.taken++ == 0) t.first = now;
-  progress_.update(handed_);
   return i;
 }
 
 void chunk_feed::finished(int d) {
   std::lock_guard lock(mutex_);
   ++takers_[static_cast<std::size_t>(d)].finished;
+  progress_.update(++finished_);
 }
 
 void chunk_feed::leave(int d) {

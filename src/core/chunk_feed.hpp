@@ -70,6 +70,7 @@ class chunk_feed {
   std::vector<char> taken_;  // per chunk
   std::size_t next_ = 0;     // balanced: the lowest chunk not taken
   std::size_t handed_ = 0;
+  std::size_t finished_ = 0;  // by every taker, for the progress line
   bool stopped_ = false;
   std::vector<taker> takers_;
   progress_line progress_;

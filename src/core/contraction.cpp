@@ -803,6 +803,16 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
   rep.rollback_bytes = backup.bytes();
   const matrix_block c_old_whole = o.c_in.data == o.c_out.data ? backup.saved() : o.c_in;
   std::vector<contraction_part> parts = cut(n, o, devs);
+  // A C too small to give every device a block: the one device with a block runs it.
+  std::vector<std::size_t> with_block;
+  for (std::size_t k = 0; k < parts.size(); ++k)
+    if (parts[k].len > 0) with_block.push_back(k);
+  if (with_block.size() == 1) {
+    const std::size_t k = with_block.front();
+    stage_report one = run_contraction(s, nodes, *devs[k], host, opt);
+    if (opt.lost && !one.device_fault.empty()) (*opt.lost)[k] = {one.device_fault, one.host_reruns};
+    return one;
+  }
   std::vector<part_run> runs(devs.size());
   std::vector<std::vector<trace_event>> traces(devs.size());  // each thread's, joined after
   std::mutex host_mutex;  // re-runs after faults share the host device, one at a time
@@ -870,12 +880,13 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
     rep.chunks_by_device.emplace_back(devs[k]->name(), r.rep.chunks - r.host_tiles);
     if (r.out.lost) {
       const std::string why = message_of(r.out.fault);
-      if (rep.device_fault.empty()) rep.device_fault = why;
-      if (opt.lost) (*opt.lost)[k] = why;
+      rep.device_fault += (rep.device_fault.empty() ? "" : "; ") + why;
+      if (opt.lost) (*opt.lost)[k] = {why, r.host_tiles};
     }
-    if (k == 0) rep.tiling = r.rep.tiling;
+    if (parts[k].len > 0) rep.tiling += devs[k]->name() + ": " + r.rep.tiling + "; ";
   }
-  rep.tiling += "; C cut in " + std::to_string(devs.size()) + (d.m >= d.n ? " row" : " column") + " blocks, one per device";
+  rep.tiling += "C cut in " + std::to_string(with_block.size()) + (d.m >= d.n ? " row" : " column") +
+                " blocks, one per device";
   rep.device_chunks = rep.chunks - rep.host_reruns;
   rep.sequential = opt.sequential;
   if (err) {

@@ -297,8 +297,10 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
   // shared by several are fixed before any runs.
   if (!spread) pipes.front()->allocate(outs.front(), false);
   const std::size_t chunk_units = spread ? P.chunks.chunk_units : pipes.front()->chunk_units();
+  // The progress line names every device a spread stage runs on.
+  const std::string what = spread ? P.what.substr(0, P.what.rfind(" on ")) + " on " + rep.device : P.what;
   feed.emplace(s.units, chunk_units, P.chunk_partial_bytes, static_cast<int>(takers), opt.spread_even, opt.progress,
-               "oa: " + P.what);
+               "oa: " + what);
   undo.plan(feed->ranges());
   run_pipelines(pipes, host_share ? &*host_share : nullptr, *feed, outs, reps);
 
@@ -306,9 +308,10 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
   for (std::size_t d = 0; d < takers; ++d) {
     out.faulted.insert(out.faulted.end(), outs[d].faulted.begin(), outs[d].faulted.end());
     if (!out.stage_error) out.stage_error = outs[d].stage_error;
-    if (!out.lost) out.lost = outs[d].lost;
+    if (outs[d].lost && !out.lost) out.lost = outs[d].lost;
+    if (outs[d].lost) rep.device_fault += (rep.device_fault.empty() ? "" : "; ") + message_of(outs[d].lost);
     out.completed += outs[d].completed;
-    if (opt.lost && outs[d].lost && d < devs.size()) (*opt.lost)[d] = message_of(outs[d].lost);
+    if (opt.lost && outs[d].lost && d < devs.size()) (*opt.lost)[d] = {message_of(outs[d].lost), outs[d].faulted.size()};
   }
   // Chunks no device took (every one was lost, or had no room) run on the host.
   if (!out.stage_error)
@@ -355,7 +358,6 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
   rep.chunks = nchunks;
   rep.sequential = opt.sequential;
   rep.bytes_per_unit = P.bytes_per_unit;
-  if (out.lost) rep.device_fault = message_of(out.lost);
   rep.rollback_bytes = undo.bytes();
 
   // Copies updated in place hold the new versions only if every chunk ran

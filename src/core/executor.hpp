@@ -12,6 +12,13 @@
 
 namespace oa::detail {
 
+/// A device lost in a stage it shared with others: why (empty: it was not),
+/// and how many of its chunks (or tiles) ran on the host.
+struct lost_device {
+  std::string why;
+  std::size_t reruns = 0;
+};
+
 struct run_options {
   int streams = 0;               // 0: the device's preference
   bool sequential = false;       // one chunk at a time on one stream (same chunk size)
@@ -26,7 +33,7 @@ struct run_options {
   bool whole_copies = true;       // element-wise stages: whole copies of inputs and outputs, kept (stage_plan::whole)
   bool spread_even = false;       // several devices: chunk i to device i mod n (OA_SPREAD=even)
   bool host_share = false;        // the host takes chunks of a spread stage too (OA_DEVICES lists it)
-  std::vector<std::string>* lost = nullptr;  // several devices: per device, why it was lost (empty: it was not)
+  std::vector<lost_device>* lost = nullptr;  // several devices: per device, whether it was lost in the stage
 };
 
 /// Runs a stage on `dev`; chunks that fail with a device fault are re-run on

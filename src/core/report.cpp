@@ -31,7 +31,7 @@ double busy_seconds(const std::vector<op_record>& ops, phase p) {
 void accumulate(stage_report& t, const stage_report& s, bool with_calls) {
   if (with_calls) t.calls.insert(t.calls.end(), s.calls.begin(), s.calls.end());
   if (t.device.empty()) t.device = s.device;
-  else if (t.device != s.device && t.device.find(s.device) == std::string::npos) t.device += "+" + s.device;
+  else if (t.device != s.device && t.device.find(s.device) == std::string::npos) t.device += " + " + s.device;
   t.units = std::max(t.units, s.units);
   t.chunks += s.chunks;
   t.device_chunks += s.device_chunks;

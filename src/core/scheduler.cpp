@@ -181,7 +181,7 @@ void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, 
 
 /// A stage spread over several devices: those lost in it are retired.
 void scheduler::finish_spread(std::size_t i, stage_report rep, const stage_cost& cost,
-                              const std::vector<runtime_state::device_entry*>& on, const std::vector<std::string>& lost,
+                              const std::vector<runtime_state::device_entry*>& on, const std::vector<lost_device>& lost,
                               bool host_shared) {
   if (by_cost_) {
     device_group group = group_of(on);
@@ -189,11 +189,17 @@ void scheduler::finish_spread(std::size_t i, stage_report rep, const stage_cost&
     learn(st_.models, cost, group, rep);
     st_.models_learned = true;
   }
+  // A device lost in the stage leaves it: element-wise chunks it had not
+  // taken went to the others, those it had queued (and a product's tiles it
+  // had not finished) ran on the host.
   for (std::size_t k = 0; k < on.size(); ++k) {
-    if (lost[k].empty()) continue;
-    on[k]->failed = lost[k];
-    std::fprintf(stderr, "%s; its chunks went to the other devices (%zu re-run on the host)%s\n", lost[k].c_str(),
-                 rep.host_reruns, st_.usable().empty() ? ", and the host runs every later stage" : "");
+    if (lost[k].why.empty()) continue;
+    on[k]->failed = lost[k].why;
+    const bool others = !st_.usable().empty();
+    std::fprintf(stderr, "%s; %zu of its %s ran on the host%s%s\n", lost[k].why.c_str(), lost[k].reruns,
+                 stages_[i].contraction ? "tiles" : "chunks",
+                 stages_[i].contraction || !others ? "" : ", the others went to the other devices",
+                 others ? "; later stages go to the devices left" : "; the host runs every later stage");
   }
   reports_[i] = std::move(rep);
   log_ready();
@@ -225,7 +231,7 @@ void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<ru
   opt.whole_copies = false;
   opt.spread_even = c_.spread == "even";
   opt.host_share = st_.host_shares && !stages_[i].contraction && !c_.sequential;
-  std::vector<std::string> lost(on.size());
+  std::vector<lost_device> lost(on.size());
   opt.lost = &lost;
   std::vector<device*> devs;
   for (auto* e : on) devs.push_back(e->dev.get());

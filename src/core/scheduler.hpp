@@ -62,7 +62,7 @@ class scheduler {
   stage_report failed_report(const stage& s, const run_options& opt) const;
   void finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where);
   void finish_spread(std::size_t i, stage_report rep, const stage_cost& cost,
-                     const std::vector<runtime_state::device_entry*>& on, const std::vector<std::string>& lost,
+                     const std::vector<runtime_state::device_entry*>& on, const std::vector<lost_device>& lost,
                      bool host_shared);
   std::pair<placement, std::vector<runtime_state::device_entry*>> capable(std::size_t i);
   void log_ready();
