@@ -4,6 +4,7 @@
 // runtime.
 
 #include <cstddef>
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -55,6 +56,36 @@ inline nlohmann::json device_chunks_json(const oa::stage_report& t) {
   for (const auto& [name, n] : t.chunks_by_device) o[name] = n;
   if (t.chunks_by_device.empty() && t.device_chunks) o[t.device] = t.device_chunks;
   return o;
+}
+
+/// Whether the oa modes run on emulated devices (the banner says their
+/// timings are not a GPU's).
+inline bool emulated_run(const common_options& opt) {
+  return opt.devices.empty() ? opt.device == "emulated" : opt.devices.find("emulated") != std::string::npos;
+}
+
+/// "device emulated" or "devices emulated:link_gbps=2,emulated:link_gbps=8", for messages.
+inline std::string devices_text(const common_options& opt) {
+  return opt.devices.empty() ? "device " + opt.device : "devices " + opt.devices;
+}
+
+/// The overlap of a run: the busiest phase's seconds over the wall time. A
+/// stage shared by several devices reports each device's busy time added
+/// up: per device, then.
+inline double overlap_of(const oa::stage_report& t, double seconds) {
+  std::size_t devices = 0;
+  for (const auto& [name, n] : t.chunks_by_device) devices += name != "host";
+  return std::max({t.h2d_seconds, t.compute_seconds, t.d2h_seconds}) /
+         static_cast<double>(std::max<std::size_t>(devices, 1)) / seconds;
+}
+
+/// A record's fields for several devices: the list, how they share stages
+/// and the chunks (tiles) each ran.
+inline void add_device_fields(nlohmann::json& record, const common_options& opt, const oa::stage_report& t,
+                              bool oa_mode) {
+  record["devices"] = oa_mode ? opt.devices : std::string();
+  record["spread"] = oa_mode && !opt.devices.empty() ? nlohmann::json(opt.spread) : nlohmann::json(nullptr);
+  record["device_chunks"] = device_chunks_json(t);
 }
 
 /// One mode's outcome: its best time, the runtime's totals for that run

@@ -184,7 +184,7 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
   std::cout << "\nEigen " << EIGEN_WORLD_VERSION << "." << EIGEN_MAJOR_VERSION << "." << EIGEN_MINOR_VERSION
             << " built for " << eigen.isa << " (oa's host kernels: " << oa::linalg::host_gemm_isa() << "), "
             << threads << " hardware threads\n";
-  if (any_oa && opt.device == "emulated")
+  if (any_oa && emulated_run(opt))
     std::cout << "EMULATED DEVICE: host memory posing as device memory; these are not GPU timings\n";
   text_table table({"mode", "device", "seconds", "GFLOP/s", "tiles", "moved", "moved/LB", "peak device", "overlap",
                     "vs cpu", "vs cpu-openmp", "max_rel_error"});
@@ -198,12 +198,11 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
     }
     const auto& t = r.total;
     const double moved = static_cast<double>(t.h2d_bytes + t.d2h_bytes);
-    const double busiest = std::max({t.h2d_seconds, t.compute_seconds, t.d2h_seconds});
     table.add_row({r.mode, r.device, format("%.3f", r.seconds), format("%.1f", flops / r.seconds / 1e9),
                    r.oa_mode() ? std::to_string(t.chunks) : "", r.oa_mode() ? format_bytes(moved) : "",
                    r.oa_mode() && paged ? format("%.2f", moved / lower) : "",
                    r.oa_mode() ? format_bytes(static_cast<double>(t.peak_device_bytes)) : "",
-                   r.oa_mode() && paged ? format("%.2f", busiest / r.seconds) : "", ratio(cpu_seconds, r.seconds),
+                   r.oa_mode() && paged ? format("%.2f", overlap_of(t, r.seconds)) : "", ratio(cpu_seconds, r.seconds),
                    ratio(omp_seconds, r.seconds), !opt.verify ? "-" : format("%.2e", r.error.value_or(0.0))});
   }
   table.print(std::cout);
@@ -219,8 +218,8 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
     const auto or_null = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     const bool timed = !r.failure;
     const double moved = static_cast<double>(t.h2d_bytes + t.d2h_bytes);
-    if (sink)
-      sink->write({{"workload", "gemm"},
+    if (sink) {
+      nlohmann::json record = {{"workload", "gemm"},
                    {"mode", r.mode},
                    {"device", r.device},
                    {"requested_device", r.oa_mode() ? opt.device : r.device},
@@ -251,7 +250,7 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
                    {"max_rel_error", or_null(r.error)},
                    {"overlap_efficiency",
                     r.oa_mode() && paged && timed
-                        ? nlohmann::json(std::max({t.h2d_seconds, t.compute_seconds, t.d2h_seconds}) / r.seconds)
+                        ? nlohmann::json(overlap_of(t, r.seconds))
                         : nlohmann::json(nullptr)},
                    {"speedup_vs_cpu", or_null(cpu_seconds && timed ? std::optional(*cpu_seconds / r.seconds)
                                                                     : std::nullopt)},
@@ -262,10 +261,13 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
                    {"link_gbps", opt.link_gbps},
                    {"seed", opt.seed},
                    {"repeat", opt.repeat},
-                   {"emulated", r.oa_mode() && opt.device == "emulated"},
+                   {"emulated", r.oa_mode() && emulated_run(opt)},
                    {"hostname", hostname()},
                    {"timestamp", utc_timestamp()},
-                   {"oa_version", OA_VERSION}});
+                   {"oa_version", OA_VERSION}};
+      add_device_fields(record, opt, t, r.oa_mode());
+      sink->write(record);
+    }
     if (r.failure) {
       const bool requested = !opt.modes.empty();
       std::cerr << "oa-bench: gemm, mode " << r.mode << " failed: " << *r.failure << '\n';

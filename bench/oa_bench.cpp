@@ -291,8 +291,7 @@ std::optional<std::string> whole_chunking_failure(const std::vector<oa::stage_re
 
 std::optional<double> overlap_efficiency(const mode_result& r) {
   if (!is_oa_mode(r.mode) || r.failure || r.seconds <= 0) return std::nullopt;
-  const auto& t = r.total;
-  return std::max({t.h2d_seconds, t.compute_seconds, t.d2h_seconds}) / r.seconds;
+  return oa_bench::overlap_of(r.total, r.seconds);
 }
 
 nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_result& r, std::size_t budget,
@@ -301,7 +300,7 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
   const auto overlap = overlap_efficiency(r);
   auto or_null = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
   if (r.failure) cpu_seconds.reset();
-  return {{"workload", w.name},
+  nlohmann::json record = {{"workload", w.name},
           {"mode", r.mode},
           {"device", r.device},
           {"requested_device", is_oa_mode(r.mode) ? opt.device : std::string("cpu")},
@@ -310,9 +309,6 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
           {"device_memory_budget", r.budget ? r.budget : budget},
           {"peak_device_bytes", t.peak_device_bytes},
           {"chunks", t.chunks},
-          {"devices", is_oa_mode(r.mode) ? opt.devices : std::string()},
-          {"spread", is_oa_mode(r.mode) && !opt.devices.empty() ? nlohmann::json(opt.spread) : nlohmann::json(nullptr)},
-          {"device_chunks", oa_bench::device_chunks_json(t)},
           {"streams", t.streams},
           {"h2d_bytes", t.h2d_bytes},
           {"d2h_bytes", t.d2h_bytes},
@@ -334,11 +330,12 @@ nlohmann::json to_record(const options& opt, const workload_spec& w, const mode_
           {"staged_bytes", r.staged_bytes},
           {"seed", opt.seed},
           {"repeat", opt.repeat},
-          {"emulated", is_oa_mode(r.mode) && (opt.devices.empty() ? opt.device == "emulated"
-                                                                  : opt.devices.find("emulated") != std::string::npos)},
+          {"emulated", is_oa_mode(r.mode) && oa_bench::emulated_run(opt)},
           {"hostname", hostname()},
           {"timestamp", oa_bench::utc_timestamp()},
           {"oa_version", OA_VERSION}};
+  oa_bench::add_device_fields(record, opt, t, is_oa_mode(r.mode));
+  return record;
 }
 
 void print_table(const std::vector<mode_result>& results, std::optional<double> cpu_seconds, bool verify) {
@@ -372,6 +369,10 @@ void print_table(const std::vector<mode_result>& results, std::optional<double> 
 /// hold the data, or will not take the budget) are the result, not an abort.
 void run_whole(const options& opt, const workload_spec& w, std::vector<array>& in, const std::vector<array>* ref,
                std::size_t budget, oa::device_kind kind, mode_result& r) {
+  if (!opt.devices.empty()) {
+    r.failure = "mode whole runs on one device (--device), not on --devices: compare oa with it in a run of its own";
+    return;
+  }
   if (kind == oa::device_kind::host) {
     r.failure = "mode whole needs a device with its own memory (emulated or cuda): the host device plans "
                 "cache-sized chunks whatever the budget";
@@ -463,8 +464,9 @@ bool run_benchmark(const options& opt, json_sink* sink) {
       (void)oa::host_device();
     }
     for (int rep = 1; rep <= opt.repeat; ++rep) {
-      std::cerr << "running " << w.name << ", mode " << mode << ", device "
-                << (is_oa_mode(mode) ? opt.device : std::string("cpu")) << ", " << n << " elements";
+      std::cerr << "running " << w.name << ", mode " << mode << ", "
+                << (is_oa_mode(mode) ? oa_bench::devices_text(opt) : std::string("device cpu")) << ", " << n
+                << " elements";
       if (opt.repeat > 1) std::cerr << " (repeat " << rep << "/" << opt.repeat << ")";
       std::cerr << std::endl;
       if (!is_oa_mode(mode)) {
@@ -495,7 +497,10 @@ bool run_benchmark(const options& opt, json_sink* sink) {
             << w.name << ": " << n << " elements, data " << format_bytes(static_cast<double>(data)) << " ("
             << data << " bytes, inputs + outputs)";
   if (any_oa) {
-    std::cout << ", device " << device_name << ", budget " << format_bytes(static_cast<double>(budget));
+    if (opt.devices.empty())
+      std::cout << ", device " << device_name << ", budget " << format_bytes(static_cast<double>(budget));
+    else
+      std::cout << ", devices " << opt.devices << ", the first's budget " << format_bytes(static_cast<double>(budget));
     if (host_device) std::cout << " (a cache-sized planning target, not a limit)";
     const double ratio = static_cast<double>(data) / static_cast<double>(std::max<std::size_t>(budget, 1));
     std::cout << format(ratio >= 0.1 ? ": data = %.1fx budget" : ": data = %.2gx budget", ratio);
@@ -504,7 +509,7 @@ bool run_benchmark(const options& opt, json_sink* sink) {
                                       : std::string(", link unthrottled"));
   }
   std::cout << '\n';
-  if (any_oa && opt.device == "emulated")
+  if (any_oa && oa_bench::emulated_run(opt))
     std::cout << "EMULATED DEVICE: host memory posing as device memory; these are not GPU timings\n";
   print_table(results, cpu_seconds, opt.verify);
   std::cout << std::flush;

@@ -248,7 +248,7 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
   const double data_bytes = w.data_bytes();
   std::cout << "\n" << opt.workload << ": " << w.describe() << " " << n << " " << opt.type << " ("
             << format_bytes(data_bytes) << "), " << threads << " hardware threads\n";
-  if (opt.device == "emulated") std::cout << "EMULATED DEVICE: host memory posing as device memory; these are not GPU timings\n";
+  if (emulated_run(opt)) std::cout << "EMULATED DEVICE: host memory posing as device memory; these are not GPU timings\n";
   text_table table({"mode", "device", "seconds", "chunks", "moved", "peak device", "vs cpu", "vs par", "rel_error"});
   const auto ratio = [](std::optional<double> base, double s) {
     return base ? format("%.2fx", *base / s) : std::string();
@@ -274,8 +274,8 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
     const auto& t = r.total;
     const auto or_null = [](std::optional<double> v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
     const bool timed = !r.failure;
-    if (sink)
-      sink->write({{"workload", opt.workload},
+    if (sink) {
+      nlohmann::json record = {{"workload", opt.workload},
                    {"mode", r.mode},
                    {"device", r.device},
                    {"requested_device", r.oa_mode() ? opt.device : r.device},
@@ -299,10 +299,13 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
                    {"link_gbps", opt.link_gbps},
                    {"seed", opt.seed},
                    {"repeat", opt.repeat},
-                   {"emulated", r.oa_mode() && opt.device == "emulated"},
+                   {"emulated", r.oa_mode() && emulated_run(opt)},
                    {"hostname", hostname()},
                    {"timestamp", utc_timestamp()},
-                   {"oa_version", OA_VERSION}});
+                   {"oa_version", OA_VERSION}};
+      add_device_fields(record, opt, t, r.oa_mode());
+      sink->write(record);
+    }
     if (r.failure) {
       std::cerr << "oa-bench: " << opt.workload << ", mode " << r.mode << " failed: " << *r.failure << '\n';
       if (!opt.modes.empty()) ok = false;
