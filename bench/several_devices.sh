@@ -27,9 +27,16 @@ run() {
       run --spread $spread --devices "emulated:memory=28MiB:link_gbps=${pair%,*},emulated:memory=28MiB:link_gbps=${pair#*,}"
     done
   done
+  # The host's share: one device, then the same with host listed, then the host alone.
+  for gb in 2 0.5; do
+    run --devices "emulated:memory=28MiB:link_gbps=$gb,host"
+  done
+  echo "\$ oa-bench --device host"
+  "$bench" --workload blackscholes --elements 4Mi --host-memory pinned --mode oa --repeat 5 --device host --json "$json" 2>&1 | tail -1
   # A product: C cut in one block per device.
   for devices in "emulated:memory=32MiB:link_gbps=2" "emulated:memory=32MiB:link_gbps=2,emulated:memory=32MiB:link_gbps=2"; do
     echo "\$ oa-bench --workload gemm --n 2048 --host-memory pinned --mode oa --repeat 3 --devices $devices"
-    "$bench" --workload gemm --n 2048 --host-memory pinned --mode oa --repeat 3 --devices "$devices" --json "$json" 2>&1 | tail -1
+    "$bench" --workload gemm --n 2048 --host-memory pinned --mode oa --repeat 3 --devices "$devices" --json "$json" 2>&1 |
+      grep -E '^oa '
   done
 } | tee -a "$out/several-devices.log"
