@@ -784,6 +784,38 @@ struct part_run {
   std::size_t host_tiles = 0;
 };
 
+/// Runs part `p` on `dev`; tiles re-run on `host` one part at a time
+/// (`host_mutex`), from C's old values `part_old`.
+part_run run_part(const contraction_part& p, device& dev, device& host, const run_options& opt,
+                  const matrix_block& part_old, std::mutex& host_mutex) {
+  part_run r;
+  try {
+    dev.set_recording(true);
+    (void)dev.take_records();
+    dev.reset_peak();
+    const host_rerun_fn on_host = [&](const tile_plan& plan, const std::vector<tile>& tiles, std::size_t from,
+                                      std::size_t to) {
+      std::lock_guard lock(host_mutex);
+      return rerun_tiles_on_host(p.node, p.ops, host, plan, tiles, from, to, part_old);
+    };
+    device_buffer kept;  // none: nothing is kept
+    r.out = run_tiled(p.node, p.ops, dev, opt, r.rep, opt.stage_name + " on " + dev.name(), kept, part_old, on_host);
+    r.err = r.out.error;
+    r.host_tiles = r.out.host_tiles;
+    if (!r.err && r.out.lost) {
+      // The device is lost: the tiles of its part it did not finish run on the host.
+      std::lock_guard lock(host_mutex);
+      r.err = rerun_tiles_on_host(p.node, p.ops, host, r.out.plan, r.out.tiles, r.out.rerun_from, r.out.tiles.size(),
+                                  part_old);
+      r.host_tiles += r.out.tiles.size() - r.out.rerun_from;
+    }
+  } catch (...) {
+    r.err = std::current_exception();
+  }
+  r.rep.peak_device_bytes = dev.peak_bytes();
+  return r;
+}
+
 }  // namespace
 
 stage_report run_contraction(const stage& s_in, const std::vector<call_node>& nodes, const std::vector<device*>& devs,
@@ -821,38 +853,11 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
   mine.keep_result = false;
   mine.result_on_host = true;
   const auto one = [&](std::size_t k) {
-    device& dev = *devs[k];
-    part_run& r = runs[k];
-    const contraction_part& p = parts[k];
-    if (p.len == 0) return;
-    const matrix_block part_old = p.of_c(c_old_whole);
-    try {
-      dev.set_recording(true);
-      (void)dev.take_records();
-      dev.reset_peak();
-      const host_rerun_fn on_host = [&](const tile_plan& plan, const std::vector<tile>& tiles, std::size_t from,
-                                        std::size_t to) {
-        std::lock_guard lock(host_mutex);
-        return rerun_tiles_on_host(p.node, p.ops, host, plan, tiles, from, to, part_old);
-      };
-      device_buffer kept;  // none: nothing is kept
-      r.out = run_tiled(p.node, p.ops, dev, mine, r.rep, opt.stage_name + " on " + dev.name(), kept, part_old, on_host);
-      r.err = r.out.error;
-      r.host_tiles = r.out.host_tiles;
-      if (!r.err && r.out.lost) {
-        // The device is lost: the tiles of its part it did not finish run on the host.
-        std::lock_guard lock(host_mutex);
-        r.err = rerun_tiles_on_host(p.node, p.ops, host, r.out.plan, r.out.tiles, r.out.rerun_from,
-                                    r.out.tiles.size(), part_old);
-        r.host_tiles += r.out.tiles.size() - r.out.rerun_from;
-      }
-    } catch (...) {
-      r.err = std::current_exception();
-    }
-    r.rep.peak_device_bytes = dev.peak_bytes();
+    if (parts[k].len == 0) return;
+    runs[k] = run_part(parts[k], *devs[k], host, mine, parts[k].of_c(c_old_whole), host_mutex);
     run_options records = opt;
     records.trace = opt.trace ? &traces[k] : nullptr;
-    add_device_records(r.rep, dev, records);
+    add_device_records(runs[k].rep, *devs[k], records);
   };
   std::vector<std::thread> others;
   for (std::size_t k = 1; k < devs.size(); ++k) others.emplace_back(one, k);
