@@ -84,9 +84,11 @@ region chunk_pipeline::in_whole(std::size_t k, const region& host_chunk) const {
 /// Waits for the oldest chunk queued (j): a device fault re-runs it on the
 /// host, another error fails the stage.
 void chunk_pipeline::check(chunk_feed& feed, int d, std::size_t j, pipeline_outcome& out) {
-  event e = std::move(queued_.front().second);
+  // The event stays until the pipeline ends (after wait_idle): the device's
+  // threads then never hold the last reference to what it carries.
+  checked_.push_back(std::move(queued_.front().second));
   queued_.pop_front();
-  std::exception_ptr err = dev_.synchronize_event(e);
+  std::exception_ptr err = dev_.synchronize_event(checked_.back());
   feed.finished(d);
   if (!err) {
     ++out.completed;
@@ -186,6 +188,7 @@ void chunk_pipeline::submit(chunk_feed& feed, std::size_t i, std::size_t on, sta
 void chunk_pipeline::run(chunk_feed& feed, int d, pipeline_outcome& out, stage_report& rep) {
   const stage_layout& L = plan_.layout;
   slot_of_.assign(feed.count(), 0);
+  checked_.reserve(feed.count());
   std::optional<std::size_t> partly;  // a chunk taken whose work is not all queued
   if (!out.lost && !guard_.slots.empty()) {
     try {

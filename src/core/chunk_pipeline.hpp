@@ -120,7 +120,8 @@ class chunk_pipeline {
   // Everything queued work may touch is declared before the slots, whose
   // destruction waits for their streams: on every path, errors included, it
   // is freed only after the device is done with it.
-  std::deque<std::pair<std::size_t, event>> queued_;  // chunks queued and not yet checked, oldest first, with their slot
+  std::deque<std::pair<std::size_t, event>> queued_;  // chunks queued and not yet checked, oldest first
+  std::vector<event> checked_;                         // kept until the pipeline ends
   std::vector<std::size_t> slot_of_;                    // per chunk of the stage
   host_memory_guard pinned_;  // outlives the slots: unpinned after their work is done
   slots_guard guard_;

@@ -19,9 +19,10 @@ host_taker::host_taker(device& host, const stage& s, const std::vector<call_node
       layout_(layout_stage(s, nodes, placement_mode::in_place, needed_on_host)) {}
 
 void host_taker::check(chunk_feed& feed, int d, pipeline_outcome& out) {
-  const event e = std::move(queued_.front());
+  // Kept until the taker ends: the host's threads never hold the last reference.
+  checked_.push_back(std::move(queued_.front()));
   queued_.pop_front();
-  const std::exception_ptr err = host_.synchronize_event(e);
+  const std::exception_ptr err = host_.synchronize_event(checked_.back());
   feed.finished(d);
   if (!err) {
     ++out.completed;

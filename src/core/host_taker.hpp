@@ -39,6 +39,7 @@ class host_taker {
   undo_log& undo_;
   stage_layout layout_;  // in place on the host
   std::deque<event> queued_;
+  std::vector<event> checked_;
   slots_guard guard_;  // last: its streams are waited for first
 };
 
