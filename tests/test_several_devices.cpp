@@ -326,7 +326,9 @@ TEST_CASE("the host takes a share (OA_DEVICES lists it): results exact, most chu
   CHECK(chunks_of(reps[0], "emulated:0") + chunks_of(reps[0], "host") == reps[0].chunks);
   CHECK(chunks_of(reps[0], "host") > chunks_of(reps[0], "emulated:0"));
   CHECK(reps[0].device_chunks == chunks_of(reps[0], "emulated:0"));
+#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
   CHECK(reps[0].seconds < 0.168);  // the device alone would need its link's time at least
+#endif
 
   // A call's error with the host sharing: every chunk put back.
   std::vector<double> v = ramp(std::size_t{1} << 19);
