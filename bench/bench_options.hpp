@@ -49,12 +49,11 @@ inline void configure_oa_mode(const common_options& opt, bool sequential) {
   oa::set_config(c, opt.origin);
 }
 
-/// The chunks each device ran: {"emulated:0": 12, "emulated:1": 48}; one
-/// device's name with all of them for stages on one device.
+/// The chunks each device ran over a run's stages (oa::total adds them up by
+/// device): {"emulated:0": 12, "emulated:1": 48}.
 inline nlohmann::json device_chunks_json(const oa::stage_report& t) {
   nlohmann::json o = nlohmann::json::object();
   for (const auto& [name, n] : t.chunks_by_device) o[name] = n;
-  if (t.chunks_by_device.empty() && t.device_chunks) o[t.device] = t.device_chunks;
   return o;
 }
 

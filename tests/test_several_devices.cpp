@@ -411,3 +411,23 @@ TEST_CASE("reports of shared stages: each device's tiling, a C too small to cut,
   CAPTURE(said);
   CHECK(contains(said, "the host runs every later stage"));
 }
+
+TEST_CASE("a device far smaller than the others sits out; gemm with B (or A) the caller's C itself") {
+  const std::vector<double> x = ramp(std::size_t{1} << 20);
+  const outcome one = on_one_device(x);
+  config_scope cs(devices("emulated:memory=8MiB,emulated:memory=16KiB"));
+  CHECK(run(x).sum == one.sum);
+  for (const auto& r : large_stages()) CHECK(r.device == "emulated:0");
+  oa::clear_reports();
+  const Eigen::MatrixXd A = Eigen::MatrixXd::Random(300, 300), C0 = Eigen::MatrixXd::Random(300, 300);
+  Eigen::MatrixXd C = C0;
+  oa::linalg::gemm(1.0, A, C, 1.0, C);  // C = A C + C, read before written
+  oa::evaluate();
+  CHECK((C - (A * C0 + C0)).cwiseAbs().maxCoeff() < 1e-11);
+  CHECK(oa::reports().at(0).device == "emulated:0");
+  config_scope two(devices("emulated:memory=1MiB,emulated:memory=1MiB"));
+  C = C0;
+  oa::linalg::gemm(1.0, C, A, 1.0, C);  // C = C A + C, over two devices
+  oa::evaluate();
+  CHECK((C - (C0 * A + C0)).cwiseAbs().maxCoeff() < 1e-11);
+}

@@ -62,6 +62,24 @@ std::size_t span_bytes(const matrix_block& m) {
   return ((m.outer() - 1) * m.ld + m.inner()) * m.elem_bytes;
 }
 
+/// An operand that shares storage with C (gemm(1, A, C, 1, C)) would be read
+/// after tiles of C were written: it is read from a copy taken first.
+struct unaliased {
+  std::vector<std::byte> a, b;
+  explicit unaliased(operands& o) {
+    take(o.a, a, o.c_out);
+    take(o.b, b, o.c_out);
+  }
+
+ private:
+  static void take(matrix_block& m, std::vector<std::byte>& copy, const matrix_block& c) {
+    const std::size_t mb = span_bytes(m), cb = span_bytes(c);
+    if (mb == 0 || cb == 0 || m.data + mb <= c.data || c.data + cb <= m.data) return;
+    copy.assign(m.data, m.data + mb);
+    m.data = copy.data();
+  }
+};
+
 /// C's bytes before the stage, to put back if it fails: the caller never
 /// sees half a product.
 class c_backup {
@@ -830,7 +848,8 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
   const call_node& n = nodes[static_cast<std::size_t>(s.calls.front())];
   const contraction_desc& d = *n.contraction;
   if (d.m == 0 || d.n == 0 || d.k == 0) return run_contraction(s, nodes, *devs.front(), host, opt);
-  const operands o = operands_of(n);
+  operands o = operands_of(n);
+  const unaliased copies(o);
   const c_backup backup(o.c_out, o.out->user_storage || (d.reads_c && o.c_in.data == o.c_out.data));
   rep.rollback_bytes = backup.bytes();
   const matrix_block c_old_whole = o.c_in.data == o.c_out.data ? backup.saved() : o.c_in;
@@ -917,7 +936,8 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
   const std::string what = opt.stage_name + " [" + n.name + " " + std::to_string(d.m) + "x" + std::to_string(d.k) +
                            " by " + std::to_string(d.k) + "x" + std::to_string(d.n) + "] on " + dev.name();
 
-  const operands o = operands_of(n);
+  operands o = operands_of(n);
+  const unaliased copies(o);
   // C goes back to what it was if the stage fails: kept when the caller sees
   // C, or when C is read and written in place (a host re-run needs the old C).
   const c_backup backup(o.c_out, o.out->user_storage || (d.reads_c && o.c_in.data == o.c_out.data));

@@ -217,11 +217,19 @@ stage_plan plan_spread(const stage& s, const std::vector<call_node>& nodes,
   run_options plain = opt;
   plain.whole_copies = false;
   plain.resident = nullptr;
+  // A device that cannot plan the stage sits it out (it cannot allocate a
+  // chunk of the others' plan either); with none, the first one's error.
   std::optional<stage_plan> best;
+  std::exception_ptr first_error;
   for (device* d : devs) {
-    stage_plan P = plan_stage(s, nodes, needed_on_host, *d, host, plain);
-    if (!best || P.chunks.chunk_units < best->chunks.chunk_units) best = std::move(P);
+    try {
+      stage_plan P = plan_stage(s, nodes, needed_on_host, *d, host, plain);
+      if (!best || P.chunks.chunk_units < best->chunks.chunk_units) best = std::move(P);
+    } catch (const plan_error&) {
+      if (!first_error) first_error = std::current_exception();
+    }
   }
+  if (!best) std::rethrow_exception(first_error);
   return std::move(*best);
 }
 

@@ -30,12 +30,26 @@ double busy_seconds(const std::vector<op_record>& ops, phase p) {
 
 void accumulate(stage_report& t, const stage_report& s, bool with_calls) {
   if (with_calls) t.calls.insert(t.calls.end(), s.calls.begin(), s.calls.end());
-  if (t.device.empty()) t.device = s.device;
-  else if (t.device != s.device && t.device.find(s.device) == std::string::npos) t.device += " + " + s.device;
+  // Each device named once ("emulated:0 + host"), whatever the stages' groups.
+  for (std::size_t from = 0; from < s.device.size();) {
+    const std::size_t to = std::min(s.device.find(" + ", from), s.device.size());
+    const std::string name = s.device.substr(from, to - from);
+    bool named = false;
+    for (std::size_t f = 0; f < t.device.size();) {
+      const std::size_t e = std::min(t.device.find(" + ", f), t.device.size());
+      named = named || t.device.compare(f, e - f, name) == 0;
+      f = e + 3;
+    }
+    if (!named) t.device += (t.device.empty() ? "" : " + ") + name;
+    from = to + 3;
+  }
   t.units = std::max(t.units, s.units);
   t.chunks += s.chunks;
   t.device_chunks += s.device_chunks;
-  for (const auto& [name, n] : s.chunks_by_device) {
+  // Chunks by device over the stages: a stage on one device counts there.
+  std::vector<std::pair<std::string, std::size_t>> by = s.chunks_by_device;
+  if (by.empty() && s.device_chunks > 0) by.emplace_back(s.device, s.device_chunks);
+  for (const auto& [name, n] : by) {
     auto it = std::find_if(t.chunks_by_device.begin(), t.chunks_by_device.end(),
                            [&](const auto& e) { return e.first == name; });
     if (it == t.chunks_by_device.end()) t.chunks_by_device.emplace_back(name, n);

@@ -259,33 +259,39 @@ void scheduler::start_beside(std::size_t i, const run_options& opt, const stage_
   });
 }
 
-/// Places stage i and runs it (or starts it beside the device).
 /// The devices not lost that can run stage i (a unit of it fits their
-/// budget), and the placement on the first of them; when none can, the
-/// first device's refusal (the host, and why), with `on` empty.
+/// budget, which is not far below the largest), and the placement on the
+/// first of them; when none can, the first refusal (the host, and why),
+/// with `on` empty.
 std::pair<placement, std::vector<runtime_state::device_entry*>> scheduler::capable(std::size_t i) {
   const stage& s = stages_[i];
   device& host = host_locked(st_);
   const std::size_t threshold = by_cost_ ? 0 : c_.host_threshold;
+  // A device with a budget far below the largest would make every device
+  // run its small chunks (or a product its small tiles): it sits out.
+  std::size_t largest = 0;
+  for (auto* e : st_.usable()) largest = std::max(largest, e->dev->memory_budget());
   std::vector<runtime_state::device_entry*> on;
-  std::optional<placement> first, refused;
-  runtime_state::device_entry* refusing = nullptr;
+  std::optional<placement> first;
+  std::vector<std::pair<runtime_state::device_entry*, placement>> refused;
   for (auto* e : st_.usable()) {
     placement p = place_stage(s, nodes_, needed_, *e->dev, host, threshold, e->failed);
     if (p.where != e->dev.get()) {
-      if (!refused) refused = std::move(p), refusing = e;
+      refused.emplace_back(e, std::move(p));
       continue;
     }
-    if (!first) first = std::move(p);
     // Sequential (a baseline): one device, one chunk at a time.
-    if (!c_.sequential || on.empty()) on.push_back(e);
+    if (e->dev->memory_budget() < largest / 8 || (c_.sequential && !on.empty())) continue;
+    if (!first) first = std::move(p);
+    on.push_back(e);
   }
   if (first) return {std::move(*first), std::move(on)};
-  runtime_state::device_entry& target = refusing ? *refusing : st_.target();
-  placement p = refused ? std::move(*refused)
-                        : place_stage(s, nodes_, needed_, *target.dev, host, threshold, target.failed);
-  if (p.smallest_budget) too_small_.add(target, describe(s, nodes_), p.smallest_budget);
-  return {std::move(p), {}};
+  // None can: each device whose budget is too small for a unit is said.
+  for (auto& r : refused)
+    if (r.second.smallest_budget) too_small_.add(*r.first, describe(s, nodes_), r.second.smallest_budget);
+  if (!refused.empty()) return {std::move(refused.front().second), {}};
+  runtime_state::device_entry& target = st_.target();
+  return {place_stage(s, nodes_, needed_, *target.dev, host, threshold, target.failed), {}};
 }
 
 /// Places stage i and runs it (or starts it beside the device).
