@@ -874,9 +874,13 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
   const auto one = [&](std::size_t k) {
     if (parts[k].len == 0) return;
     runs[k] = run_part(parts[k], *devs[k], host, mine, parts[k].of_c(c_old_whole), host_mutex);
-    run_options records = opt;
-    records.trace = opt.trace ? &traces[k] : nullptr;
-    add_device_records(runs[k].rep, *devs[k], records);
+    try {  // nothing may escape a thread
+      run_options records = opt;
+      records.trace = opt.trace ? &traces[k] : nullptr;
+      add_device_records(runs[k].rep, *devs[k], records);
+    } catch (...) {
+      if (!runs[k].err) runs[k].err = std::current_exception();
+    }
   };
   std::vector<std::thread> others;
   for (std::size_t k = 1; k < devs.size(); ++k) others.emplace_back(one, k);

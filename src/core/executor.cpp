@@ -240,13 +240,20 @@ stage_plan plan_spread(const stage& s, const std::vector<call_node>& nodes,
 void run_pipelines(std::vector<std::unique_ptr<chunk_pipeline>>& pipes, host_taker* host_share, chunk_feed& feed,
                    std::vector<pipeline_outcome>& outs, std::vector<stage_report>& reps) {
   const bool shared = pipes.size() > 1 || host_share;
+  // Nothing may escape a thread: what a taker throws fails the stage.
   const auto one = [&](std::size_t d) {
-    if (d == pipes.size()) return host_share->run(feed, static_cast<int>(d), outs[d]);
     try {
-      if (shared) pipes[d]->allocate(outs[d], true);
-    } catch (const plan_error&) {
+      if (d == pipes.size()) return host_share->run(feed, static_cast<int>(d), outs[d]);
+      try {
+        if (shared) pipes[d]->allocate(outs[d], true);
+      } catch (const plan_error&) {
+        feed.leave(static_cast<int>(d));  // no room for one shared chunk: it sits the stage out
+      }
+      pipes[d]->run(feed, static_cast<int>(d), outs[d], reps[d]);
+    } catch (...) {
+      if (!outs[d].stage_error) outs[d].stage_error = std::current_exception();
+      feed.stop();
     }
-    pipes[d]->run(feed, static_cast<int>(d), outs[d], reps[d]);
   };
   std::vector<std::thread> others;
   for (std::size_t d = 1; d < outs.size(); ++d) others.emplace_back(one, d);
