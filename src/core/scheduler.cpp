@@ -64,6 +64,7 @@ scheduler::scheduler(runtime_state& st, const config& c, const std::vector<call_
       stages_(stages),
       needed_(values_needed_on_host(nodes, live, stages, &demanded_)),
       deps_(stage_dependencies(stages, nodes)),
+      done_(stages.size(), false),
       by_cost_(c.placement == "cost"),
       reports_(stages.size()) {
   for (std::size_t i = 0; i < stages.size(); ++i)
@@ -97,12 +98,14 @@ bool scheduler::reads_later(const value_state* v, std::size_t i) const {
 }
 
 /// Resident copies around stage `i` (placed on `res`'s device when
-/// `on_device`): copies no stage from here on reads are dropped; copies only
+/// `on_device`): copies no stage from `from` (the first not yet run) on
+/// reads are dropped; copies only
 /// on the device that this stage reads from host storage are written back;
 /// a product read by a later stage may keep its result on the device.
-void scheduler::prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt) const {
+void scheduler::prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt,
+                                  std::size_t from) const {
   const stage& s = stages_[i];
-  res.drop_unless([&](const value_state* v) { return reads_later(v, i); });
+  res.drop_unless([&](const value_state* v) { return reads_later(v, from); });
   device& dev = res.dev();
   // Element-wise stages on a device with its own memory read resident inputs
   // in place (and update them there), taking the copies kept from earlier
@@ -169,7 +172,8 @@ void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, 
   // After a transient fault only the failed chunks re-ran (host_reruns)
   // and the device goes on.
   for (auto& e : st_.devices) {
-    if (e.dev.get() != &where || rep.device_fault.empty()) continue;
+    // (Stages run together may each have met the loss: said once.)
+    if (e.dev.get() != &where || rep.device_fault.empty() || !e.failed.empty()) continue;
     e.failed = rep.device_fault;
     std::fprintf(stderr, "%s; %zu %s re-run on the host, %s\n", rep.device_fault.c_str(), rep.host_reruns,
                  stages_[i].contraction ? "tiles" : "chunks",
@@ -227,7 +231,7 @@ run_options scheduler::options_for(std::size_t i) {
 /// C, go to all not lost, each reading the host's data.
 void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<runtime_state::device_entry*>& on,
                            const stage_cost& cost, double predicted) {
-  for (auto* e : on) prepare_residency(*e->resident, i, false, opt);
+  for (auto* e : on) prepare_residency(*e->resident, i, false, opt, i);
   opt.whole_copies = false;
   opt.spread_even = c_.spread == "even";
   opt.host_share = st_.host_shares && !stages_[i].contraction && !c_.sequential;
@@ -318,7 +322,10 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   opt.placement_reason = place.reason;
   opt.streams = &where == &dev ? c_.streams : 0;  // a fallback host uses its own parallelism
   if (&where == &dev && (on.size() > 1 || host_shares)) return run_spread(i, opt, on, cost, predicted);
-  prepare_residency(*target.resident, i, &where == &dev, opt);
+  if (&where == &dev && &dev != &host && on.size() == 1 && !host_shares)
+    if (std::vector<std::size_t> group = companions(i, target); !group.empty())
+      return run_together(std::move(group), opt, target);
+  prepare_residency(*target.resident, i, &where == &dev, opt, i);
   // (Not while the host takes shares of device stages: its streams are theirs too.)
   const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host &&
                       i + 1 < stages_.size() && std::find(deps_[i + 1].begin(), deps_[i + 1].end(), i) == deps_[i + 1].end();
@@ -333,6 +340,7 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
 
 void scheduler::run() {
   for (std::size_t i = 0; i < stages_.size(); ++i) {
+    if (done_[i]) continue;  // ran together with an earlier stage
     // A stage that must follow the one beside the device waits for it.
     if (lane_.busy() && std::find(deps_[i].begin(), deps_[i].end(), lane_.stage()) != deps_[i].end())
       collect_beside();
@@ -343,6 +351,7 @@ void scheduler::run() {
       reports_[i] = failed_report(stages_[i], opt);
       log_ready();
     }
+    done_[i] = true;
     if (opt.trace) st_.log.add_trace(trace_);
   }
   collect_beside();

@@ -3,7 +3,8 @@
 // the stages' order (which earlier stages each must follow), places each
 // (placer), prepares the resident values around it, and hands it to the
 // executor on a device, on several devices at once, or to the host lane
-// beside them; what each run leaves (its report, the models' lesson, a
+// beside them, or several together on one device's streams, each in a
+// share of its memory (the DAG on streams); what each run leaves (its report, the models' lesson, a
 // device lost) comes back here, and reports join the log in stage order.
 
 #include <cstddef>
@@ -57,8 +58,13 @@ class scheduler {
   void run_spread(std::size_t i, run_options& opt, const std::vector<runtime_state::device_entry*>& on,
                   const stage_cost& cost, double predicted);
   void start_beside(std::size_t i, const run_options& opt, const stage_cost& cost, double predicted);
+  std::vector<std::size_t> companions(std::size_t i, runtime_state::device_entry& target);
+  bool fits_share(std::size_t j, device& share);
+  bool reads_copies(std::size_t j, runtime_state::device_entry& target) const;
+  void run_together(std::vector<std::size_t> group, run_options& first, runtime_state::device_entry& target);
   bool reads_later(const value_state* v, std::size_t i) const;
-  void prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt) const;
+  void prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt,
+                         std::size_t from) const;
   stage_report failed_report(const stage& s, const run_options& opt) const;
   void finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where);
   void finish_spread(std::size_t i, stage_report rep, const stage_cost& cost,
@@ -76,6 +82,7 @@ class scheduler {
   std::unordered_set<const value_state*> needed_;
   std::unordered_map<const value_state*, std::size_t> last_read_;  // the last stage reading each value
   std::vector<std::vector<std::size_t>> deps_;
+  std::vector<bool> done_;  // run already (stages run together may run ahead of program order)
   const bool by_cost_;
   std::exception_ptr models_error_;  // every stage fails with it: the caller named a file oa cannot use
   std::vector<trace_event> trace_;

@@ -1,0 +1,143 @@
+// Stages together on one device's streams (the DAG on streams): stages that
+// conflict with no stage not yet run before them start beside the first,
+// each planned for an even share of the device's free memory, each on its
+// own streams; the copies of one and the kernels of another overlap on the
+// device as the chunks of one stage do.
+
+#include <future>
+
+#include "core/device_share.hpp"
+#include "core/scheduler.hpp"
+#include "core/stage_plan.hpp"
+#include "oa/core/error.hpp"
+
+namespace oa::detail {
+
+namespace {
+constexpr std::size_t most_together = 4;  // stages on one device at once
+constexpr std::size_t look_ahead = 16;    // stages looked at past the first
+}  // namespace
+
+/// A stage reads a copy already resident on the device: it runs alone, in
+/// place, rather than copy the value in again beside others.
+bool scheduler::reads_copies(std::size_t j, runtime_state::device_entry& target) const {
+  for (int c : stages_[j].calls)
+    for (const auto& a : nodes_[static_cast<std::size_t>(c)].args)
+      if (a.role != arg_role::out && target.resident->find(a.value.get())) return true;
+  return false;
+}
+
+/// One unit of stage j per slot fits `share`. A product joins others only
+/// when it runs whole in its share: smaller tiles would move more bytes.
+bool scheduler::fits_share(std::size_t j, device& share) {
+  const stage& s = stages_[j];
+  if (s.contraction) {
+    const contraction_desc& d = *nodes_[static_cast<std::size_t>(s.calls.front())].contraction;
+    return (d.m * d.k + d.k * d.n + d.m * d.n) * d.elem_bytes <= share.memory_budget() / 2;
+  }
+  run_options opt = options_for(j);
+  opt.whole_copies = false;
+  opt.streams = c_.streams;
+  try {
+    (void)plan_stage(s, nodes_, needed_, share, host_locked(st_), opt);
+    return true;
+  } catch (const oa::plan_error&) {
+    return false;
+  }
+}
+
+/// The stages that run together with stage i on `target`: i, and later
+/// stages (in program order, at most `look_ahead` past it) that conflict
+/// with no stage not yet run before them (nor with the host lane's), are
+/// placed on `target` alone, read no copy resident there, and fit an even
+/// share of the memory free on it. Empty when i runs alone.
+std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::device_entry& target) {
+  // Baselines run one stage at a time; cost models learn a stage's time alone.
+  if (c_.serial_stages || c_.sequential || by_cost_ || st_.host_shares || reads_copies(i, target)) return {};
+  std::vector<std::size_t> group{i};
+  for (std::size_t j = i + 1; j < stages_.size() && j <= i + look_ahead && group.size() < most_together; ++j) {
+    if (done_[j]) continue;
+    bool ready = true;
+    for (std::size_t k : deps_[j]) ready = ready && done_[k] && !(lane_.busy() && lane_.stage() == k);
+    if (!ready) continue;
+    auto [place, on] = capable(j);
+    if (on.size() != 1 || on.front() != &target || place.where != target.dev.get() || reads_copies(j, target))
+      continue;
+    group.push_back(j);
+  }
+  device& dev = *target.dev;
+  const std::size_t free = dev.memory_budget() - std::min(dev.memory_budget(), dev.bytes_in_use());
+  // Fewer together when a share would not hold one of them (the last first).
+  while (group.size() > 1) {
+    shared_device whole(dev);
+    device_share share(whole, free / group.size());
+    std::size_t misfit = 0;
+    for (std::size_t k = 0; k < group.size() && !misfit; ++k)
+      if (!fits_share(group[k], share)) misfit = k == 0 ? group.size() : k;
+    if (!misfit) return group;
+    if (misfit == group.size()) return {};  // the first needs more: it runs alone
+    group.erase(group.begin() + static_cast<std::ptrdiff_t>(misfit));
+  }
+  return {};
+}
+
+/// Runs `group` (stage numbers, the first placed by run_one with `first`'s
+/// options) together on target's streams, each in its share of the free
+/// memory, each on a thread of its own; reports, faults and the models'
+/// lessons are taken in stage order when all have ended.
+void scheduler::run_together(std::vector<std::size_t> group, run_options& first,
+                             runtime_state::device_entry& target) {
+  device& dev = *target.dev;
+  device& host = host_locked(st_);
+  struct member {
+    std::size_t stage;
+    run_options opt;
+    std::unique_ptr<device_share> share;
+    std::vector<trace_event> trace;
+    std::future<stage_report> done;
+  };
+  std::vector<member> ms;
+  for (std::size_t j : group) {
+    member m{j, j == group.front() ? first : options_for(j), nullptr, {}, {}};
+    if (j != group.front()) {
+      auto [place, on] = capable(j);
+      m.opt.placement_reason = place.reason;
+      m.opt.streams = c_.streams;
+    }
+    // Every member reads the host's data: copies it reads are written back.
+    prepare_residency(*target.resident, j, false, m.opt, group.front());
+    m.opt.whole_copies = false;
+    ms.push_back(std::move(m));
+  }
+  const std::size_t free = dev.memory_budget() - std::min(dev.memory_budget(), dev.bytes_in_use());
+  shared_device whole(dev);  // outlives the shares
+  std::string numbers;
+  for (std::size_t j : group) numbers += (numbers.empty() ? "" : ", ") + std::to_string(j + 1);
+  for (member& m : ms) {
+    m.share = std::make_unique<device_share>(whole, free / ms.size());
+    m.opt.trace = c_.trace.empty() ? nullptr : &m.trace;
+    m.opt.placement_reason += "; together with stages " + numbers + " on its streams, in a share of " +
+                              std::to_string(free / ms.size()) + " bytes of its memory";
+  }
+  for (member& m : ms) {
+    const stage& s = stages_[m.stage];
+    m.done = std::async(std::launch::async, [this, &s, &m, &host] {
+      const engine_thread_scope engine_work;
+      try {
+        return s.contraction ? run_contraction(s, nodes_, *m.share, host, m.opt)
+                             : run_stage(s, nodes_, needed_, *m.share, host, m.opt);
+      } catch (...) {
+        return failed_report(s, m.opt);
+      }
+    });
+  }
+  for (member& m : ms) {
+    stage_report rep = m.done.get();
+    m.share.reset();
+    if (m.opt.trace) st_.log.add_trace(m.trace);
+    done_[m.stage] = true;
+    finish(m.stage, std::move(rep), stage_cost{}, dev);
+  }
+}
+
+}  // namespace oa::detail
