@@ -28,6 +28,7 @@
 #include "bench_cli.hpp"
 #include "bench_data.hpp"
 #include "bench_json.hpp"
+#include "dag_bench.hpp"
 #include "gemm_bench.hpp"
 #include "stl_bench.hpp"
 #include "bench_table.hpp"
@@ -622,6 +623,9 @@ void check_data_sizes(const options& opt, const oa_bench::gemm_options& gemm, co
     oa_bench::check_data_size("--n", squared, 3 * element, "coefficients (A, B and C)");
   } else if (is_stl) {
     oa_bench::check_data_size("--elements", opt.elements, 2 * element, "elements (input and output)");
+  } else if (opt.workload.rfind("dag-", 0) == 0) {
+    // At most (dag-ensemble) two inputs, a sorted copy and a prefix sum of n.
+    oa_bench::check_data_size("--elements", opt.elements, 4 * element, "elements (inputs and results)");
   } else {
     const workload_spec& w = oa_bench::find_workload(opt.workload);
     oa_bench::check_data_size("--elements", opt.elements, w.data_bytes(1), "elements (every input and output)");
@@ -638,7 +642,8 @@ int main(int argc, char** argv) {
       "side.",
       "oa-bench"};
   app.add_option("--workload", opt.workload, "workload to run")
-      ->check(CLI::IsMember({"blackscholes", "haversine", "crime", "gemm", "transform_reduce", "scan", "sort"}));
+      ->check(CLI::IsMember({"blackscholes", "haversine", "crime", "gemm", "transform_reduce", "scan", "sort",
+                             "dag-image", "dag-ensemble", "dag-union"}));
   oa_bench::gemm_options gemm;
   app.add_option("--n", gemm.n, "gemm: the matrices are n x n (A, B and C)")->check(oa_bench::whole_number(1));
   std::string type = "double";
@@ -676,10 +681,13 @@ int main(int argc, char** argv) {
          "alone: the ceiling), cublasxt and nvblas (Eigen with EIGEN_USE_BLAS over NVBLAS; its CPU BLAS from "
          "OA_BENCH_CPU_BLAS). transform_reduce, scan, sort: cpu (the standard algorithm), par (std::execution::par "
          "on oneTBB), sequential, oa, and for sort thrust (thrust::sort of the data in GPU memory, copies "
-         "included: the in-core ceiling; only when asked for) (default: every one this machine runs)")
+         "included: the in-core ceiling; only when asked for). dag-image, dag-ensemble, dag-union: serial (one "
+         "stage at a time, OA_SERIAL_STAGES) and oa (independent stages together on the device's streams) "
+         "(default: every one this machine runs)")
       ->delimiter(',')
       ->check(CLI::IsMember(
-          {"oa", "cpu", "sequential", "whole", "cpu-openmp", "cublas", "cublasxt", "nvblas", "par", "thrust"}))
+          {"oa", "cpu", "sequential", "whole", "cpu-openmp", "cublas", "cublasxt", "nvblas", "par", "thrust",
+           "serial"}))
       ->capture_default_str();
   app.add_option("--streams", opt.streams,
                  "streams of mode oa, 1-64; 0 = the device's default (whole uses 1); overrides OA_STREAMS "
@@ -721,6 +729,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   const bool is_gemm = opt.workload == "gemm", is_stl = opt.workload == "transform_reduce" || opt.workload == "scan" || opt.workload == "sort";
+  const bool is_dag = opt.workload.rfind("dag-", 0) == 0;
   if (is_gemm && gemm.n == 0) return app.exit(CLI::RequiredError("--n (the gemm workload's matrix size)"));
   if (!opt.demo && !is_gemm && (opt.workload.empty() || opt.elements == 0))
     return app.exit(CLI::RequiredError("--workload and --elements (or --demo)"));
@@ -731,6 +740,7 @@ int main(int argc, char** argv) {
   gemm.type = type;
   const std::vector<std::string>& valid = is_gemm  ? oa_bench::gemm_modes()
                                           : is_stl ? oa_bench::stl_modes()
+                                          : is_dag ? oa_bench::dag_modes()
                                                    : all_modes();
   if (app.count("--mode") > 0)
     for (const auto& m : opt.modes)
@@ -782,6 +792,15 @@ int main(int argc, char** argv) {
       gemm.modes.clear();
       if (app.count("--mode") > 0) gemm.modes = opt.modes;
       return oa_bench::run_gemm(gemm, sink ? &*sink : nullptr) ? 0 : 1;
+    }
+    if (is_dag) {
+      oa_bench::dag_options dag;
+      static_cast<oa_bench::common_options&>(dag) = opt;
+      dag.modes.clear();
+      if (app.count("--mode") > 0) dag.modes = opt.modes;
+      dag.workload = opt.workload;
+      dag.elements = opt.elements;
+      return oa_bench::run_dag(dag, sink ? &*sink : nullptr) ? 0 : 1;
     }
     if (is_stl) {
       oa_bench::stl_options stl;

@@ -1,0 +1,266 @@
+#include "dag_bench.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <oa/annotations/stl.hpp>
+#include <oa/oa.hpp>
+#include <random>
+#include <thread>
+
+#include "bench_table.hpp"
+
+#ifndef OA_VERSION
+#define OA_VERSION "unknown"
+#endif
+
+namespace oa_bench {
+
+namespace {
+
+using vec = std::vector<double>;
+
+vec random_vec(std::size_t n, std::uint64_t seed) {
+  std::mt19937_64 g(seed);
+  std::uniform_real_distribution<double> d(0.0, 1.0);
+  vec v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+/// A workload: its inputs, made once, and one run that returns every
+/// result (first the `rounded` values whose bits depend on how the data is
+/// cut into chunks: reductions, prefix sums; then the arrays computed element
+/// by element or sorted) for the modes to compare.
+struct dag_workload {
+  std::vector<vec> in;
+  std::size_t rounded = 0;
+  std::string describe;
+  std::function<vec(const std::vector<vec>&)> run;
+  double data_bytes() const {
+    double b = 0;
+    for (const auto& v : in) b += static_cast<double>(v.size() * sizeof(double));
+    return b;
+  }
+};
+
+void append(vec& out, const vec& v) { out.insert(out.end(), v.begin(), v.end()); }
+
+dag_workload image(std::size_t n, std::uint64_t seed) {
+  dag_workload w;
+  w.in = {random_vec(n, seed), random_vec(n / 4, seed + 1), random_vec(n / 4, seed + 2)};
+  w.rounded = 2;
+  w.describe = "luma " + std::to_string(n) + " pixels, chroma 2 x " + std::to_string(n / 4) +
+               "; luma: contrast and edge, chroma: difference and sum; a statistic per plane";
+  w.run = [](const std::vector<vec>& p) {
+    const vec &y = p[0], &cb = p[1], &cr = p[2];
+    auto contrast = oa::stl::transform(y, y, std::multiplies<>{});        // luma branch
+    auto edge = oa::stl::transform(contrast, y, std::minus<>{});
+    auto diff = oa::stl::transform(cb, cr, std::minus<>{});              // chroma branch
+    auto sum = oa::stl::transform(cb, cr, std::plus<>{});
+    oa::lazy<double> luma = oa::stl::transform_reduce(edge, edge, 0.0);
+    oa::lazy<double> chroma = oa::stl::transform_reduce(diff, sum, 0.0);
+    vec out{luma.get(), chroma.get()};
+    append(out, edge.get());
+    append(out, diff.get());
+    return out;
+  };
+  return w;
+}
+
+dag_workload ensemble(std::size_t n, std::uint64_t seed) {
+  dag_workload w;
+  w.in = {random_vec(n, seed), random_vec(n, seed + 1)};
+  w.rounded = n + 1;  // the linear score and the prefix sums
+  w.describe = std::to_string(n) + " samples; a linear score, a rank model (sort) and a trend (prefix sum)";
+  w.run = [](const std::vector<vec>& p) {
+    const vec &x = p[0], &weights = p[1];
+    oa::lazy<double> linear = oa::stl::transform_reduce(x, weights, 0.0);  // model 1
+    vec ranked = x;                                                          // model 2 sorts a copy
+    oa::stl::sort(ranked);
+    auto trend = oa::stl::inclusive_scan(x, std::plus<>{});                 // model 3
+    oa::evaluate();
+    const vec t = trend.get();
+    vec out{linear.get()};
+    append(out, t);
+    append(out, ranked);
+    return out;
+  };
+  return w;
+}
+
+dag_workload union_of(std::size_t n, std::uint64_t seed) {
+  dag_workload w;
+  w.in = {random_vec(n, seed), random_vec(n, seed + 1), random_vec(n / 2, seed + 2), random_vec(n / 4, seed + 3),
+          random_vec(n / 8, seed + 4)};
+  w.rounded = 3;
+  w.describe = "tables of " + std::to_string(n) + ", " + std::to_string(n / 2) + ", " + std::to_string(n / 4) +
+               " and " + std::to_string(n / 8) + " rows; one reduction each";
+  w.run = [](const std::vector<vec>& t) {
+    oa::lazy<double> q1 = oa::stl::transform_reduce(t[0], t[1], 0.0);  // revenue: price x quantity
+    oa::lazy<double> q2 = oa::stl::reduce(t[2], 0.0);                    // total
+    oa::lazy<double> q3 = oa::stl::transform_reduce(t[3], t[3], 0.0);  // energy
+    auto q4 = oa::stl::transform(t[4], std::negate<>{});               // a column negated, back to the host
+    vec out{q1.get(), q2.get(), q3.get()};
+    append(out, q4.get());
+    return out;
+  };
+  return w;
+}
+
+struct outcome {
+  std::string mode, device;
+  double seconds = std::numeric_limits<double>::infinity();
+  oa::stage_report total;
+  std::size_t stages = 0, together = 0;  // stages of the fastest run; those run together with another
+  std::optional<std::string> failure;
+  std::optional<bool> exact;  // arrays bit for bit those of mode serial
+  double reduction_error = 0;  // reductions against mode serial's, relative
+};
+
+/// Arrays must be mode serial's bit for bit; a reduction's (or a prefix
+/// sum's) bits depend on its chunks (a share of the budget makes smaller
+/// ones), so those are compared to 1e-12 relative, the largest difference
+/// reported.
+void compare(outcome& r, const vec& got, const vec& ref, std::size_t rounded) {
+  bool same = got.size() == ref.size();
+  for (std::size_t i = 0; same && i < got.size(); ++i) {
+    if (i < rounded)
+      r.reduction_error = std::max(r.reduction_error, std::abs(got[i] - ref[i]) / std::max(1.0, std::abs(ref[i])));
+    else
+      same = got[i] == ref[i];
+  }
+  r.exact = r.exact.value_or(true) && same && r.reduction_error <= 1e-12;
+}
+
+}  // namespace
+
+const std::vector<std::string>& dag_modes() {
+  static const std::vector<std::string> modes{"serial", "oa"};
+  return modes;
+}
+
+bool run_dag(const dag_options& opt, json_sink* sink) {
+  const std::size_t n = opt.elements;
+  if (n < 8) throw std::invalid_argument("--elements: the DAG workloads need at least 8 elements");
+  std::cerr << "generating the random inputs (seed " << opt.seed << ")\n";
+  const dag_workload w = opt.workload == "dag-image"      ? image(n, opt.seed)
+                         : opt.workload == "dag-ensemble" ? ensemble(n, opt.seed)
+                                                          : union_of(n, opt.seed);
+  std::vector<std::string> modes;
+  for (const auto& m : dag_modes())
+    if (opt.modes.empty() || std::find(opt.modes.begin(), opt.modes.end(), m) != opt.modes.end()) modes.push_back(m);
+
+  std::vector<outcome> results;
+  vec reference;
+  for (const auto& mode : modes) {
+    outcome r;
+    r.mode = mode;
+    r.device = opt.device;
+    configure_oa_mode(opt, false);
+    oa::config c = oa::current_config();
+    c.serial_stages = mode == "serial";
+    oa::set_config(c, opt.origin);
+    (void)oa::current_device();  // made here: no run times its creation
+    for (int rep = 1; rep <= opt.repeat && !r.failure; ++rep) {
+      std::cerr << "running " << opt.workload << ", mode " << mode;
+      if (opt.repeat > 1) std::cerr << " (repeat " << rep << "/" << opt.repeat << ")";
+      std::cerr << std::endl;
+      try {
+        oa::clear_reports();
+        const auto t0 = std::chrono::steady_clock::now();
+        const vec got = w.run(w.in);
+        const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (reference.empty()) reference = got;
+        compare(r, got, reference, w.rounded);
+        if (s < r.seconds) {
+          const auto reps = oa::reports();
+          r.total = oa::total(reps);
+          r.stages = reps.size();
+          r.together = 0;
+          for (const auto& st : reps)
+            r.together += st.placement_reason.find("together with stages") != std::string::npos ? 1 : 0;
+          if (!r.total.device.empty()) r.device = r.total.device;
+        }
+        r.seconds = std::min(r.seconds, s);
+      } catch (const std::exception& e) {
+        r.failure = e.what();
+      }
+    }
+    results.push_back(std::move(r));
+  }
+
+  std::optional<double> serial;
+  for (const auto& r : results)
+    if (r.mode == "serial" && !r.failure) serial = r.seconds;
+  const double data_bytes = w.data_bytes();
+  std::cout << "\n" << opt.workload << ": " << w.describe << " (" << format_bytes(data_bytes) << ")\n";
+  if (emulated_run(opt)) std::cout << "EMULATED DEVICE: host memory posing as device memory; these are not GPU timings\n";
+  text_table table(
+      {"mode", "device", "seconds", "stages", "together", "chunks", "moved", "vs serial", "arrays exact", "reductions"});
+  for (const auto& r : results) {
+    if (r.failure) {
+      table.add_row({r.mode, r.device, "failed", "", "", "", "", "", "error (below)", ""});
+      continue;
+    }
+    const auto& t = r.total;
+    table.add_row({r.mode, r.device, format("%.4f", r.seconds), std::to_string(r.stages), std::to_string(r.together),
+                   std::to_string(t.chunks), format_bytes(static_cast<double>(t.h2d_bytes + t.d2h_bytes)),
+                   serial ? format("%.2fx", *serial / r.seconds) : std::string(),
+                   r.exact ? (*r.exact ? "yes" : "NO") : "-", format("%.1e", r.reduction_error)});
+  }
+  table.print(std::cout);
+  std::cout << std::flush;
+
+  bool ok = true;
+  for (const auto& r : results) {
+    const auto& t = r.total;
+    const bool timed = !r.failure;
+    if (sink) {
+      nlohmann::json record = {{"workload", opt.workload},
+                               {"mode", r.mode},
+                               {"device", r.device},
+                               {"requested_device", opt.device},
+                               {"elements", n},
+                               {"data_bytes", data_bytes},
+                               {"device_memory_budget", opt.device_memory},
+                               {"peak_device_bytes", t.peak_device_bytes},
+                               {"stages", r.stages},
+                               {"stages_together", r.together},
+                               {"chunks", t.chunks},
+                               {"h2d_bytes", t.h2d_bytes},
+                               {"d2h_bytes", t.d2h_bytes},
+                               {"seconds", timed ? nlohmann::json(r.seconds) : nlohmann::json(nullptr)},
+                               {"error", r.failure ? nlohmann::json(*r.failure) : nlohmann::json(nullptr)},
+                               {"exact", r.exact ? nlohmann::json(*r.exact) : nlohmann::json(nullptr)},
+                               {"reduction_rel_error", r.reduction_error},
+                               {"speedup_vs_serial", serial && timed ? nlohmann::json(*serial / r.seconds)
+                                                                     : nlohmann::json(nullptr)},
+                               {"threads", std::max(1u, std::thread::hardware_concurrency())},
+                               {"link_gbps", opt.link_gbps},
+                               {"seed", opt.seed},
+                               {"repeat", opt.repeat},
+                               {"emulated", emulated_run(opt)},
+                               {"hostname", hostname()},
+                               {"timestamp", utc_timestamp()},
+                               {"oa_version", OA_VERSION}};
+      add_device_fields(record, opt, t, true);
+      sink->write(record);
+    }
+    if (r.failure) {
+      std::cerr << "oa-bench: " << opt.workload << ", mode " << r.mode << " failed: " << *r.failure << '\n';
+      ok = false;
+      continue;
+    }
+    if (r.exact && !*r.exact) {
+      std::cerr << "oa-bench: " << opt.workload << ", mode " << r.mode << ": results differ from mode serial's (arrays bit for bit, reductions past 1e-12)\n";
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+}  // namespace oa_bench
