@@ -4,13 +4,16 @@
 // OA_SERIAL_STAGES) and as a DAG, independent stages together on the
 // device's streams (mode oa), side by side.
 //   dag-image     the planes of a YUV 4:2:0 image (luma of n pixels, two
-//                 chroma planes of n/4), each through its own filters, then
-//                 one statistic per plane combined on the host
+//                 chroma planes of n/4): luma through contrast and edge
+//                 filters (two planes back, and their energy), chroma into
+//                 colour statistics
 //   dag-ensemble  three models over the same n samples: a linear score
 //                 (element-wise), a rank model (a sort of a copy) and a
 //                 trend model (a prefix sum), combined on the host
-//   dag-union     a union of independent sub-queries: one reduction each over
-//                 four tables of n, n/2, n/4 and n/8 rows
+//   dag-union     a union of independent sub-queries over tables of n (two
+//                 columns), n/2, n/4 and n/8 rows: three aggregates and
+//                 projections (two computed columns of the n/2 table, one of
+//                 the n/8)
 
 #include <string>
 #include <vector>

@@ -5,7 +5,10 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <functional>
+#include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -20,6 +23,20 @@ using oa_test::contains;
 
 namespace {
 
+/// A library sum that throws on bad data part-way, as plain code would.
+double checked_total(std::span<const double> x) {
+  double t = 0;
+  for (double v : x) {
+    if (v < 0) throw std::domain_error("test::checked_total: negative element");
+    t += v;
+  }
+  return t;
+}
+inline constexpr auto checked_total_oa = oa::annotate<"test::checked_total">(
+    oa::cpu(&checked_total),
+    oa::args(oa::in<oa::split::contiguous>("x"), oa::ret<oa::split::sum, double>),
+    oa::device_fn(oa::elementwise(oa::ops::identity{})));
+
 constexpr std::size_t budget = std::size_t{1} << 20;
 
 std::vector<double> ramp(std::size_t n, double step) {
@@ -28,35 +45,49 @@ std::vector<double> ramp(std::size_t n, double step) {
   return v;
 }
 
-oa::config device(bool serial, double link_gbps = 0) {
+/// The link bounds these stages: the scheduler predicts them faster together.
+oa::config device(bool serial, double link_gbps = 0.25) {
   oa::config c = oa_test::emulated_config(budget, link_gbps);
   c.serial_stages = serial;
   return c;
 }
 
-/// Three branches over arrays of different lengths (separate stages, none
-/// reading another's data), each then reduced: six stages, three pairs.
+/// Four branches over arrays of different lengths (separate stages, none
+/// touching another's data): sums of squares, which only copy in, and
+/// pairs of results of one array (-x and x + x), which copy out twice what
+/// they copy in. Together they use both of the link's directions; one at a
+/// time, one of them idles.
 struct branches {
-  std::vector<std::vector<double>> y;
   std::vector<double> sums;
+  std::vector<std::vector<double>> results;
 };
 
+/// -x and x + x: one stage, x copied in once, two arrays out.
+std::pair<oa::lazy<std::vector<double>>, oa::lazy<std::vector<double>>> two_of(const std::vector<double>& x) {
+  return {oa::stl::transform(x, std::negate<>{}), oa::stl::transform(x, x, std::plus<>{})};
+}
+
 branches run_branches(const std::vector<std::vector<double>>& xs) {
-  std::vector<oa::lazy<std::vector<double>>> ys;
   std::vector<oa::lazy<double>> ss;
-  for (const auto& x : xs) {
-    ys.push_back(oa::stl::transform(x, std::negate<>{}));
-    ss.push_back(oa::stl::transform_reduce(ys.back(), ys.back(), 0.0));
+  std::vector<oa::lazy<std::vector<double>>> rs;
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    if (k % 2 == 0) {
+      ss.push_back(oa::stl::transform_reduce(xs[k], xs[k], 0.0));
+    } else {
+      auto [neg, twice] = two_of(xs[k]);
+      rs.push_back(std::move(neg));
+      rs.push_back(std::move(twice));
+    }
   }
   branches b;
   for (auto& s : ss) b.sums.push_back(s.get());
-  for (auto& y : ys) b.y.push_back(y.get());
+  for (auto& r : rs) b.results.push_back(r.get());
   return b;
 }
 
 std::vector<std::vector<double>> inputs() {
   const std::size_t n = std::size_t{1} << 18;  // 2 MiB each, twice the budget
-  return {ramp(n, 0.25), ramp(n + 1001, 0.5), ramp(n + 2002, 0.125)};
+  return {ramp(n, 0.25), ramp(n + 1001, 0.5), ramp(n + 2002, 0.125), ramp(n + 3003, 1.0)};
 }
 
 std::vector<oa::stage_report> large_stages() {
@@ -84,8 +115,10 @@ TEST_CASE("independent stages run together on one device: results and bytes thos
     dag = run_branches(xs);
     many = large_stages();
   }
-  CHECK(dag.y == serial.y);
-  CHECK(dag.sums == serial.sums);
+  CHECK(dag.results == serial.results);
+  // A reduction's bits follow its chunks, smaller in a share of the budget.
+  REQUIRE(dag.sums.size() == serial.sums.size());
+  for (std::size_t k = 0; k < dag.sums.size(); ++k) CHECK(dag.sums[k] == doctest::Approx(serial.sums[k]).epsilon(1e-14));
   REQUIRE(one.size() == many.size());
   std::size_t joined = 0;
   for (std::size_t i = 0; i < one.size(); ++i) {
@@ -95,37 +128,60 @@ TEST_CASE("independent stages run together on one device: results and bytes thos
     // Each stage's records are its own: the bytes it moved, whoever ran beside it.
     CHECK(many[i].h2d_bytes == one[i].h2d_bytes);
     // (Smaller shares mean more chunks: a reduction's partial per chunk.)
-    CHECK(many[i].d2h_bytes - one[i].d2h_bytes == (many[i].chunks - one[i].chunks) * sizeof(double));
+    const std::size_t partials = contains(one[i].calls.front(), "reduce") ? sizeof(double) : 0;
+    CHECK(many[i].d2h_bytes - one[i].d2h_bytes == (many[i].chunks - one[i].chunks) * partials);
     CHECK(many[i].calls == one[i].calls);
     CHECK(many[i].device == one[i].device);
     if (together(many[i])) CHECK(many[i].peak_device_bytes <= budget / 2);
     CHECK(many[i].peak_device_bytes <= budget);
   }
-  // The three transforms together, then the three reductions.
+  // Each sum with the pair of results beside it (its copies in fill the link's
+  // way the pair leaves idle); stages 2 and 5, the sums' initial values, on the host.
   CHECK(joined == one.size());
-  CHECK(contains(many[0].placement_reason, "together with stages 1, 3, 5"));
+  CHECK(contains(many[0].placement_reason, "together with stages 1, 3 on its streams"));
+  CHECK(contains(many[2].placement_reason, "together with stages 4, 6 on its streams"));
 }
 
 TEST_CASE("a stage that reads what another writes waits for it; a later independent one goes ahead") {
   const auto xs = inputs();
   config_scope cs(device(false));
-  auto y = oa::stl::transform(xs[0], std::negate<>{});  // stage 1, with the reduction
-  oa::lazy<double> s = oa::stl::transform_reduce(y, y, 0.0);
+  oa::lazy<double> s = oa::stl::transform_reduce(xs[0], xs[0], 0.0);  // stage 1 (its init: stage 2, the host)
   std::vector<double> w = xs[2];
-  checked_scale_oa(w, s);                                // stage 3 reads s: after stages 1 and 2
-  auto v = oa::stl::transform(xs[1], std::negate<>{});  // stage 4 conflicts with none
+  checked_scale_oa(w, s);  // stage 3 reads s: after stages 1 and 2
+  auto [neg, twice] = two_of(xs[1]);  // stage 4 conflicts with none: it goes ahead, with stage 1
   oa::evaluate();
   double ref = 0;
   for (double e : xs[0]) ref += e * e;
   REQUIRE(s.get() == doctest::Approx(ref).epsilon(1e-12));
   for (std::size_t i = 0; i < w.size(); i += 911) REQUIRE(w[i] == xs[2][i] * s.get());
-  const std::vector<double> got = v.get();
-  for (std::size_t i = 0; i < got.size(); i += 911) REQUIRE(got[i] == -xs[1][i]);
+  CHECK(neg.get().at(5) == -xs[1][5]);
+  CHECK(twice.get().at(5) == xs[1][5] * 2);
   const auto reps = large_stages();
   REQUIRE(reps.size() == 3);
   CHECK(contains(reps[0].placement_reason, "together with stages 1, 4 "));
   CHECK(!together(reps[1]));
   CHECK(contains(reps[2].placement_reason, "together with stages 1, 4 "));
+}
+
+TEST_CASE("stages that would only share the link run one at a time; so do all without the link's rates") {
+  const auto xs = inputs();
+  for (const double link : {0.25, 0.0})
+    for (const bool with_results : {false, true}) {
+      CAPTURE(link);
+      CAPTURE(with_results);
+      config_scope cs(device(false, link));
+      // Sums of squares of two arrays: both only copy in.
+      oa::lazy<double> a = oa::stl::transform_reduce(xs[0], xs[0], 0.0);
+      oa::lazy<double> b = oa::stl::transform_reduce(xs[2], xs[2], 0.0);
+      std::pair<oa::lazy<std::vector<double>>, oa::lazy<std::vector<double>>> results;
+      if (with_results) results = two_of(xs[1]);  // copies out twice what it copies in: the link's other way
+      oa::evaluate();
+      std::size_t joined = 0;
+      for (const auto& r : large_stages()) joined += together(r) ? 1 : 0;
+      CHECK(joined == (link > 0 && with_results ? 2u : 0u));  // one sum and the pair
+      CHECK(a.get() > 0);
+      CHECK(b.get() > 0);
+    }
 }
 
 TEST_CASE("faults in stages run together: re-runs on the host, results exact; a lost device sends later stages on") {
@@ -138,37 +194,61 @@ TEST_CASE("faults in stages run together: re-runs on the host, results exact; a 
   for (const char* fault : {"fail_launch=3", "fail_copy=4", "fail_launch=3:sticky=1", "fail_copy=6:sticky=1"}) {
     CAPTURE(fault);
     oa::config c = device(false);
-    c.devices = std::string("emulated:memory=1MiB:") + fault;
+    c.devices = std::string("emulated:memory=1MiB:link_gbps=0.25:") + fault;
     config_scope cs(c);
     const branches got = run_branches(xs);
-    CHECK(got.y == ref.y);
-    CHECK(got.sums == ref.sums);
-    std::size_t reruns = 0;
+    CHECK(got.results == ref.results);
+    for (std::size_t k = 0; k < got.sums.size(); ++k) CHECK(got.sums[k] == doctest::Approx(ref.sums[k]).epsilon(1e-14));
+    std::size_t reruns = 0, joined = 0;
     bool lost = false;
     for (const auto& r : large_stages()) {
       reruns += r.host_reruns;
+      joined += together(r) ? 1 : 0;
       lost = lost || !r.device_fault.empty();
     }
+    CHECK(joined >= 2);
     CHECK(reruns >= 1);
     CHECK(lost == contains(fault, "sticky"));
   }
 }
 
-TEST_CASE("a call's error in a stage run together: its caller's object put back, the others' stages complete") {
+TEST_CASE("a call's error in a stage run together: its values fail, the caller's objects put back, the others complete") {
   const auto xs = inputs();
-  std::vector<double> bad = xs[0], good = xs[1];
+  std::vector<double> bad = xs[0], scaled = xs[2];
   bad[bad.size() - 5] = -1;  // in the last chunk: earlier chunks of it ran
-  const std::vector<double> bad_before = bad;
-  config_scope cs(device(false, 4));
-  checked_scale_oa(bad, 3.0);
-  checked_scale_oa(good, 2.0);
+  config_scope cs(device(false));
+  oa::lazy<double> total = checked_total_oa(bad);  // copies in only: beside the pair's copies out
+  auto [neg, twice] = two_of(xs[1]);
+  checked_scale_oa(scaled, -1.0);  // an update of the caller's object: the error leaves it
   CHECK_THROWS_WITH_AS(oa::evaluate(), doctest::Contains("negative element"), std::domain_error);
-  CHECK(bad == bad_before);
-  for (std::size_t i = 0; i < good.size(); i += 877) REQUIRE(good[i] == xs[1][i] * 2.0);
+  CHECK_THROWS_WITH_AS(total.get(), doctest::Contains("negative element"), std::domain_error);
+  CHECK(twice.get().at(7) == xs[1][7] * 2);
+  CHECK(neg.get().at(7) == -xs[1][7]);
+  for (std::size_t i = 0; i < scaled.size(); i += 877) REQUIRE(scaled[i] == -xs[2][i]);
   const auto reps = large_stages();
-  REQUIRE(reps.size() == 2);
+  REQUIRE(reps.size() == 3);
   CHECK(together(reps[0]));
   CHECK(together(reps[1]));
   CHECK(!reps[0].error.empty());
   CHECK(reps[1].error.empty());
+  // And an update that fails part-way in a stage run together puts the
+  // caller's object back: the update and a sum of another array in one stage
+  // (it copies in twice what it copies out), beside a pair of results.
+  std::vector<double> negative = xs[0];
+  negative[negative.size() - 9] = -3;
+  const std::vector<double> before = negative;
+  checked_scale_oa(negative, 2.0);
+  oa::lazy<double> other = oa::stl::transform_reduce(xs[0], xs[0], 0.0);
+  auto [neg2, twice2] = two_of(xs[3]);
+  oa::clear_reports();
+  CHECK_THROWS_WITH_AS(oa::evaluate(), doctest::Contains("negative element"), std::domain_error);
+  CHECK(negative == before);
+  CHECK(other.get() > 0);  // the call that threw fails alone: the stage's others ran again
+  CHECK(twice2.get().at(3) == xs[3][3] * 2);
+  const auto again = large_stages();
+  REQUIRE(again.size() == 2);
+  CHECK(together(again[0]));
+  CHECK(together(again[1]));
+  CHECK(!again[0].error.empty());
+  CHECK(again[1].error.empty());
 }

@@ -61,6 +61,8 @@ class scheduler {
   std::vector<std::size_t> companions(std::size_t i, runtime_state::device_entry& target);
   bool fits_share(std::size_t j, device& share);
   bool reads_copies(std::size_t j, runtime_state::device_entry& target) const;
+  double predicted_together(const std::vector<std::size_t>& group, std::size_t free, device& dev);
+  bool share_input(std::size_t a, std::size_t b, device& dev) const;
   void run_together(std::vector<std::size_t> group, run_options& first, runtime_state::device_entry& target);
   bool reads_later(const value_state* v, std::size_t i) const;
   void prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt,

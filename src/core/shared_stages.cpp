@@ -4,6 +4,8 @@
 // own streams; the copies of one and the kernels of another overlap on the
 // device as the chunks of one stage do.
 
+#include <algorithm>
+#include <cmath>
 #include <future>
 
 #include "core/device_share.hpp"
@@ -16,6 +18,33 @@ namespace oa::detail {
 namespace {
 constexpr std::size_t most_together = 4;  // stages on one device at once
 constexpr std::size_t look_ahead = 16;    // stages looked at past the first
+constexpr double worth_it = 0.9;          // together must be predicted this much faster than one at a time
+
+/// Predicted seconds of stages of costs `cs` together, each in `share` bytes
+/// of the device's memory over `slots` streams. The link's directions (and
+/// its shared cap) and the device's kernels are shared: their bytes add up.
+/// Each stage's own is its pipeline's fill and drain: the one chunk's copy
+/// of the direction that does not bound it (a stage that only copies in has
+/// none: the link is busy from its first chunk to its last), and the
+/// latency of each chunk's copy in, kernel and copy out (the device's
+/// engines hand them off one by one, whichever stage they are for). One stage alone is the same with cs = {its cost}.
+double predicted_seconds(const std::vector<stage_cost>& cs, double share, int slots, const device_rates& r) {
+  double in = 0, out = 0, bytes = 0, ends = 0, latency = 0;
+  const double chunk = share / std::max(1, slots);
+  for (const stage_cost& c : cs) {
+    in += c.in_bytes;
+    out += c.out_bytes;
+    bytes += c.bytes;
+    if (c.bytes <= 0 || chunk <= 0) continue;
+    const double per_chunk = std::min(1.0, chunk / c.bytes);
+    ends = std::max(ends, per_chunk * std::min(c.in_bytes / r.h2d, c.out_bytes / r.d2h));
+    latency += std::ceil(1 / per_chunk) * 3 * r.op_latency;  // a chunk's copy in, kernel and copy out
+  }
+  double body = std::max(in / r.h2d, out / r.d2h);
+  if (r.both_ways > 0) body = std::max(body, (in + out) / r.both_ways);
+  if (r.kernel_bytes > 0) body = std::max(body, bytes / r.kernel_bytes);
+  return body + ends + latency;
+}
 }  // namespace
 
 /// A stage reads a copy already resident on the device: it runs alone, in
@@ -46,15 +75,53 @@ bool scheduler::fits_share(std::size_t j, device& share) {
   }
 }
 
+/// Predicted seconds of stages `group` together, each in an even share of
+/// `free` bytes (one stage: alone in all of it).
+double scheduler::predicted_together(const std::vector<std::size_t>& group, std::size_t free, device& dev) {
+  const int slots = c_.streams > 0 ? c_.streams : dev.preferred_streams();
+  std::vector<stage_cost> costs;
+  for (std::size_t j : group) costs.push_back(cost_of(stages_[j], nodes_, needed_, nullptr));
+  return predicted_seconds(costs, static_cast<double>(free / group.size()), slots, dev.rates());
+}
+
+/// Two stages reading one value the device could hold whole: one at a
+/// time, the first may keep a copy the second reads in place; together,
+/// both would copy it in.
+bool scheduler::share_input(std::size_t a, std::size_t b, device& dev) const {
+  if (!c_.keep_copies) return false;
+  for (int ca : stages_[a].calls)
+    for (const auto& x : nodes_[static_cast<std::size_t>(ca)].args) {
+      const value_state& v = *x.value;
+      const bool partitioned = v.ops && v.ops->kind == split::split_kind::partitioned && v.shape.units > 0;
+      if (x.role == arg_role::out || !partitioned || v.shape.bytes() > dev.memory_budget()) continue;
+      for (int cb : stages_[b].calls)
+        for (const auto& y : nodes_[static_cast<std::size_t>(cb)].args)
+          if (y.role != arg_role::out && y.value == x.value) return true;
+    }
+  return false;
+}
+
 /// The stages that run together with stage i on `target`: i, and later
 /// stages (in program order, at most `look_ahead` past it) that conflict
 /// with no stage not yet run before them (nor with the host lane's), are
-/// placed on `target` alone, read no copy resident there, and fit an even
-/// share of the memory free on it. Empty when i runs alone.
+/// placed on `target` alone, read no copy resident there nor a value
+/// another of them reads that the device could hold, and fit an even share
+/// of the memory free on it. Each joins when the stages with it are
+/// predicted to finish sooner than without it and it alone: only where they
+/// use the device unevenly (one copies in while another copies out, or
+/// computes) do they gain; stages that all stream one way would only share
+/// the link, in more, smaller chunks. With no rates for the link (an
+/// unthrottled emulated one) nothing is predicted: one at a time. Empty
+/// when i runs alone.
 std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::device_entry& target) {
   // Baselines run one stage at a time; cost models learn a stage's time alone.
   if (c_.serial_stages || c_.sequential || by_cost_ || st_.host_shares || reads_copies(i, target)) return {};
+  device& dev = *target.dev;
+  const device_rates r = dev.rates();
+  if (!(r.h2d > 0) || !(r.d2h > 0)) return {};
+  const std::size_t free = dev.memory_budget() - std::min(dev.memory_budget(), dev.bytes_in_use());
   std::vector<std::size_t> group{i};
+  double seconds = predicted_together(group, free, dev), alone = seconds;
   for (std::size_t j = i + 1; j < stages_.size() && j <= i + look_ahead && group.size() < most_together; ++j) {
     if (done_[j]) continue;
     bool ready = true;
@@ -63,10 +130,17 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
     auto [place, on] = capable(j);
     if (on.size() != 1 || on.front() != &target || place.where != target.dev.get() || reads_copies(j, target))
       continue;
-    group.push_back(j);
+    bool shares = false;
+    for (std::size_t k : group) shares = shares || share_input(k, j, dev);
+    if (shares) continue;
+    std::vector<std::size_t> with = group;
+    with.push_back(j);
+    const double t = predicted_together(with, free, dev), j_alone = predicted_together({j}, free, dev);
+    if (t >= worth_it * (seconds + j_alone)) continue;
+    group = std::move(with);
+    seconds = t;
+    alone += j_alone;
   }
-  device& dev = *target.dev;
-  const std::size_t free = dev.memory_budget() - std::min(dev.memory_budget(), dev.bytes_in_use());
   // Fewer together when a share would not hold one of them (the last first).
   while (group.size() > 1) {
     shared_device whole(dev);
@@ -74,11 +148,13 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
     std::size_t misfit = 0;
     for (std::size_t k = 0; k < group.size() && !misfit; ++k)
       if (!fits_share(group[k], share)) misfit = k == 0 ? group.size() : k;
-    if (!misfit) return group;
+    if (!misfit) break;
     if (misfit == group.size()) return {};  // the first needs more: it runs alone
+    alone -= predicted_together({group[misfit]}, free, dev);
     group.erase(group.begin() + static_cast<std::ptrdiff_t>(misfit));
   }
-  return {};
+  if (group.size() < 2 || predicted_together(group, free, dev) >= worth_it * alone) return {};
+  return group;
 }
 
 /// Runs `group` (stage numbers, the first placed by run_one with `first`'s
