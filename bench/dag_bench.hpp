@@ -2,7 +2,8 @@
 // oa-bench's multi-kernel workloads, after GrCUDA's: programs whose calls
 // form several independent stages, run one stage at a time (mode serial:
 // OA_SERIAL_STAGES) and as a DAG, independent stages together on the
-// device's streams (mode oa), side by side.
+// device's streams (mode oa), side by side. Inputs live in oa's pinned
+// pool (copied directly); results are the vectors oa makes.
 //   dag-image     the planes of a YUV 4:2:0 image (luma of n pixels, two
 //                 chroma planes of n/4): luma through contrast and edge
 //                 filters (two planes back, and their energy), chroma into
