@@ -78,13 +78,22 @@ inline double overlap_of(const oa::stage_report& t, double seconds) {
          static_cast<double>(std::max<std::size_t>(devices, 1)) / seconds;
 }
 
-/// A record's fields for several devices: the list, how they share stages
-/// and the chunks (tiles) each ran.
+/// A record's fields for several devices: the list, how they share stages,
+/// the chunks (tiles) each ran, and the device faults of the run (a device
+/// lost, with the chunks the host ran again). With several devices, each
+/// has its own link and budget, given in `devices`: the one-device fields
+/// `link_gbps` and `device_memory_budget` are null.
 inline void add_device_fields(nlohmann::json& record, const common_options& opt, const oa::stage_report& t,
                               bool oa_mode) {
   record["devices"] = oa_mode ? opt.devices : std::string();
   record["spread"] = oa_mode && !opt.devices.empty() ? nlohmann::json(opt.spread) : nlohmann::json(nullptr);
   record["device_chunks"] = device_chunks_json(t);
+  record["device_fault"] = t.device_fault.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.device_fault);
+  record["host_reruns"] = t.host_reruns;
+  if (oa_mode && !opt.devices.empty()) {
+    record["link_gbps"] = nullptr;
+    record["device_memory_budget"] = nullptr;
+  }
 }
 
 /// One mode's outcome: its best time, the runtime's totals for that run

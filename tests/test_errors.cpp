@@ -238,3 +238,31 @@ TEST_CASE("a device lost for good: the stage's unfinished chunks re-run on the h
   CHECK((sqrt(oa::ref(z)).get() - z.sqrt()).abs().maxCoeff() == 0.0);
   CHECK(oa::reports().at(0).device == "emulated");
 }
+
+TEST_CASE("a sticky fault in a stage whose call throws: the loss is that stage's, said once, later stages on the host") {
+  std::vector<double> x = oa_test::random_vector(1 << 18, 0.5, 2.0, 61);
+  x[x.size() - 3] = -1;  // the call throws in its last chunk
+  const std::vector<double> before = x;
+  oa::config c = oa_test::emulated_config(256 << 10);
+  c.fail_launch = 2;
+  c.fail_sticky = true;
+  config_scope cs(c);
+  oa_test::checked_scale_oa(x, 2.0);
+  CHECK_THROWS_WITH_AS(oa::evaluate(), doctest::Contains("negative element"), std::domain_error);
+  CHECK(x == before);
+  auto reps = oa::reports();
+  REQUIRE(reps.size() == 1);
+  CHECK(contains(reps[0].device_fault, "lost after an injected fault in launch #2"));
+  CHECK(reps[0].host_reruns >= 1);
+  oa::clear_reports();
+  std::vector<double> y = before;
+  y[y.size() - 3] = 1;
+  oa_test::checked_scale_oa(y, 2.0);
+  oa::evaluate();
+  reps = oa::reports();
+  REQUIRE(reps.size() == 1);
+  CHECK(reps[0].device == "host");
+  CHECK(reps[0].device_fault.empty());
+  CHECK(contains(reps[0].placement_reason, "failed earlier"));
+  for (std::size_t i = 0; i < y.size(); i += 997) REQUIRE(y[i] == (i == y.size() - 3 ? 1.0 : before[i]) * 2.0);
+}

@@ -434,18 +434,25 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   // (cancelled when the rest runs again): the others are computed, as a
   // plain program computes what comes before or beside a statement that
   // throws. The report names every call and the first error.
-  std::string error;
+  // A device lost in any attempt is the stage's (its scheduler retires it),
+  // and the chunks every attempt ran again on the host count.
+  std::string error, fault;
+  std::size_t reruns = 0;
   for (;;) {
     attempt a = run_once(s, nodes, needed_on_host, devs, host, opt);
     if (error.empty()) error = a.rep.error;
+    if (fault.empty()) fault = a.rep.device_fault;
+    reruns += a.rep.host_reruns;
     if (a.culprit) {
       s.calls.erase(s.calls.begin() + static_cast<std::ptrdiff_t>(*a.culprit));
       s = cancel_failed(s, nodes);
     }
     if (!a.culprit || s.calls.empty()) {
-      stage_report rep = a.culprit ? first : std::move(a.rep);
+      stage_report rep = std::move(a.rep);
       rep.calls = first.calls;
       rep.error = error;
+      rep.device_fault = fault;
+      rep.host_reruns = reruns;
       rep.seconds = seconds_since(t0);
       return rep;
     }

@@ -175,8 +175,8 @@ void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, 
     // (Stages run together may each have met the loss: said once.)
     if (e.dev.get() != &where || rep.device_fault.empty() || !e.failed.empty()) continue;
     e.failed = rep.device_fault;
-    std::fprintf(stderr, "%s; %zu %s re-run on the host, %s\n", rep.device_fault.c_str(), rep.host_reruns,
-                 stages_[i].contraction ? "tiles" : "chunks",
+    std::fprintf(stderr, "%s; %zu %s%s re-run on the host, %s\n", rep.device_fault.c_str(), rep.host_reruns,
+                 stages_[i].contraction ? "tile" : "chunk", rep.host_reruns == 1 ? "" : "s",
                  st_.usable().empty() ? "which runs every later stage" : "and later stages go to the other devices");
   }
   reports_[i] = std::move(rep);
