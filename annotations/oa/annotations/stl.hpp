@@ -330,7 +330,8 @@ inline constexpr auto for_each_host = oa::annotate<"std::for_each">(
 template <class T>
 inline constexpr auto fill = oa::annotate<"std::fill">(
     oa::cpu([](auto& x, const T& value) { std::fill(x.begin(), x.end(), value); }),
-    oa::args(oa::mut<contiguous>("range"), oa::scalar<T>("value")), oa::device_fn(oa::elementwise(ops::second{})));
+    oa::args(oa::overwrite<contiguous>("range"), oa::scalar<T>("value")),
+    oa::device_fn(oa::elementwise(ops::identity{})));  // written whole: its old values are not copied in
 
 template <class T>
 inline constexpr auto copy = oa::annotate<"std::copy">(
@@ -429,7 +430,7 @@ inline constexpr auto iota = oa::annotate<"std::iota">(
     oa::cpu([](auto& range, const T& value) {
       for (std::size_t i = 0; i < range.size(); ++i) range[i] = static_cast<T>(value + static_cast<T>(range.first + i));
     }),
-    oa::args(oa::mut<split::indexed>("range"), oa::scalar<T>("value")),
+    oa::args(oa::overwrite<split::indexed>("range"), oa::scalar<T>("value")),  // written whole, never read
     oa::device_fn(oa::kernel(OA_STL_GPU(gpu_type<T>, [](const stream_view& s, const auto& range, const T& value) {
       oa::cuda::stl::iota<T>(s, range.data(), range.size(), range.first, value);
     }))));
