@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include <Eigen/Core>
 #include <oa/annotations/stl.hpp>
+#include <oa/linalg/gemm.hpp>
 #include <oa/oa.hpp>
 
 #include "support.hpp"
@@ -36,6 +38,12 @@ inline constexpr auto checked_total_oa = oa::annotate<"test::checked_total">(
     oa::cpu(&checked_total),
     oa::args(oa::in<oa::split::contiguous>("x"), oa::ret<oa::split::sum, double>),
     oa::device_fn(oa::elementwise(oa::ops::identity{})));
+
+/// out = a * s, column by column: element-wise work on a product's result.
+inline constexpr auto scale_matrix_oa = oa::annotate<"test::scale_matrix">(
+    oa::cpu([](const auto& a, const double& s, auto& out) { out = a * s; }),
+    oa::args(oa::in<oa::split::cols>("a"), oa::scalar<double>("s"), oa::out<oa::split::cols, Eigen::MatrixXd>("out")),
+    oa::device_fn(oa::elementwise(oa::ops::mul{})));
 
 constexpr std::size_t budget = std::size_t{1} << 20;
 
@@ -251,4 +259,50 @@ TEST_CASE("a call's error in a stage run together: its values fail, the caller's
   CHECK(together(again[1]));
   CHECK(!again[0].error.empty());
   CHECK(again[1].error.empty());
+}
+
+TEST_CASE("stages that would leave a copy on the device for later run alone: no byte crosses the link twice") {
+  // Copies a stage leaves alone (a value that fits half the budget, kept for
+  // later stages and evaluations; a product's result read by a later stage)
+  // would be lost beside others: each stage moves the bytes it moves alone.
+  const std::vector<double> small(std::size_t{1} << 19, 1.5);  // 4 MiB: fits half the 8 MiB budget
+  const std::vector<double> large = ramp(std::size_t{1} << 20, 0.5);  // 8 MiB: does not
+  const Eigen::MatrixXd a = Eigen::MatrixXd::Constant(96, 64, 0.5), b = Eigen::MatrixXd::Constant(64, 80, 0.25);
+  struct bytes {
+    std::size_t h2d, d2h;
+    bool together;
+  };
+  const auto program = [&](bool serial) {
+    oa::config c = device(serial);
+    c.device_memory = std::size_t{8} << 20;
+    config_scope cs(c);
+    std::vector<std::vector<bytes>> evaluations;
+    std::vector<double> x = small;
+    for (int e = 0; e < 2; ++e) {  // the second evaluation may read the first's kept copies
+      oa::clear_reports();
+      oa::lazy<double> s = oa::stl::reduce(x, 0.0);  // x kept whole, for the update below and the next evaluation
+      auto [neg, twice] = two_of(large);            // copies out twice what it copies in: it would pair
+      oa::lazy<Eigen::MatrixXd> r = scale_matrix_oa(oa::linalg::product(a, b), 3.0);  // the product's result stays
+      checked_scale_oa(x, s);  // reads the sum: a later stage, reading x's copy in place
+      oa::evaluate();
+      CHECK(s.get() == doctest::Approx(1.5 * static_cast<double>(small.size()) * (e == 0 ? 1 : 786432)));
+      CHECK(r.get()(3, 4) == doctest::Approx(3 * 64 * 0.125));
+      CHECK(twice.get().at(9) == large[9] * 2);
+      std::vector<bytes> per_stage;
+      for (const auto& rep : large_stages()) per_stage.push_back({rep.h2d_bytes, rep.d2h_bytes, together(rep)});
+      evaluations.push_back(per_stage);
+    }
+    return evaluations;
+  };
+  const auto one = program(true), dag = program(false);
+  REQUIRE(one.size() == dag.size());
+  for (std::size_t e = 0; e < one.size(); ++e) {
+    REQUIRE(one[e].size() == dag[e].size());
+    for (std::size_t i = 0; i < one[e].size(); ++i) {
+      CAPTURE(e);
+      CAPTURE(i);
+      CHECK(dag[e][i].h2d == one[e][i].h2d);
+      CHECK(dag[e][i].d2h == one[e][i].d2h);
+    }
+  }
 }

@@ -130,6 +130,8 @@ nlohmann::json by_device(const stage_report& s) {
 
 nlohmann::json to_json(const stage_report& s) {
   return {{"calls", s.calls},
+          {"evaluation", s.evaluation},
+          {"stage", s.stage},
           {"op", s.op},
           {"dims", s.dims.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.dims)},
           {"device", s.device},

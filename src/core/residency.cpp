@@ -159,6 +159,14 @@ residency::entry* residency::adopt(const value_ptr& v) {
   return nullptr;
 }
 
+bool residency::holds_kept(const value_state& v) const noexcept {
+  if (kept_.empty() || !v.object) return false;
+  const region host = whole_region(v);
+  for (const kept& k : kept_)
+    if (same(k.host, host)) return true;
+  return false;
+}
+
 std::size_t residency::kept_bytes() const noexcept {
   std::size_t b = 0;
   for (const kept& k : kept_) b += k.copy.size();

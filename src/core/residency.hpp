@@ -100,6 +100,9 @@ class residency {
   entry* adopt(const value_ptr& v);
   /// Bytes of the kept copies.
   std::size_t kept_bytes() const noexcept;
+  /// A copy of v's host storage is kept from an earlier evaluation (whether
+  /// the storage still holds its bytes is for adopt to tell).
+  bool holds_kept(const value_state& v) const noexcept;
 
   /// Whole host storage of a value (its first unit to its last).
   static region whole_region(const value_state& v);

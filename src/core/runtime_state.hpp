@@ -73,6 +73,7 @@ struct runtime_state {
   }
   ~runtime_state() { save_models(true); }
   bool announced = false;
+  std::size_t evaluations = 0;  // evaluations that ran stages, for the reports' numbers
   // What the Eigen hooks read on every call, without waiting for an
   // evaluation that holds `mutex`: the threshold, and their own log.
   std::atomic<bool> hook_ready{false};

@@ -65,6 +65,7 @@ scheduler::scheduler(runtime_state& st, const config& c, const std::vector<call_
       needed_(values_needed_on_host(nodes, live, stages, &demanded_)),
       deps_(stage_dependencies(stages, nodes)),
       done_(stages.size(), false),
+      evaluation_(++st.evaluations),
       by_cost_(c.placement == "cost"),
       reports_(stages.size()) {
   for (std::size_t i = 0; i < stages.size(); ++i)
@@ -155,7 +156,11 @@ stage_report scheduler::failed_report(const stage& s, const run_options& opt) co
 }
 
 void scheduler::log_ready() {
-  for (; logged_ < stages_.size() && reports_[logged_]; ++logged_) st_.log.add(std::move(*reports_[logged_]));
+  for (; logged_ < stages_.size() && reports_[logged_]; ++logged_) {
+    reports_[logged_]->evaluation = evaluation_;
+    reports_[logged_]->stage = logged_ + 1;
+    st_.log.add(std::move(*reports_[logged_]));
+  }
 }
 
 /// What a stage's run leaves behind, on the evaluating thread: the models

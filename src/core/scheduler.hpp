@@ -62,7 +62,7 @@ class scheduler {
   bool fits_share(std::size_t j, device& share);
   bool reads_copies(std::size_t j, runtime_state::device_entry& target) const;
   double predicted_together(const std::vector<std::size_t>& group, std::size_t free, device& dev);
-  bool share_input(std::size_t a, std::size_t b, device& dev) const;
+  bool leaves_copy(std::size_t j, device& dev) const;
   void run_together(std::vector<std::size_t> group, run_options& first, runtime_state::device_entry& target);
   bool reads_later(const value_state* v, std::size_t i) const;
   void prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt,
@@ -85,6 +85,7 @@ class scheduler {
   std::unordered_map<const value_state*, std::size_t> last_read_;  // the last stage reading each value
   std::vector<std::vector<std::size_t>> deps_;
   std::vector<bool> done_;  // run already (stages run together may run ahead of program order)
+  const std::size_t evaluation_;  // the runtime's count, for the reports
   const bool by_cost_;
   std::exception_ptr models_error_;  // every stage fails with it: the caller named a file oa cannot use
   std::vector<trace_event> trace_;

@@ -47,12 +47,36 @@ double predicted_seconds(const std::vector<stage_cost>& cs, double share, int sl
 }
 }  // namespace
 
-/// A stage reads a copy already resident on the device: it runs alone, in
-/// place, rather than copy the value in again beside others.
+/// A stage reads a copy resident on the device, or kept there from an
+/// earlier evaluation: it runs alone, in place, rather than copy the value
+/// in again beside others.
 bool scheduler::reads_copies(std::size_t j, runtime_state::device_entry& target) const {
   for (int c : stages_[j].calls)
     for (const auto& a : nodes_[static_cast<std::size_t>(c)].args)
-      if (a.role != arg_role::out && target.resident->find(a.value.get())) return true;
+      if (a.role != arg_role::out && (target.resident->find(a.value.get()) || target.resident->holds_kept(*a.value)))
+        return true;
+  return false;
+}
+
+/// A stage that, alone, would leave a copy on the device for a later stage
+/// or evaluation to read in place: an element-wise stage keeps whole copies
+/// of the values that fit in half the budget (with OA_KEEP_COPIES), a
+/// product keeps its result for a later stage that reads it. Beside others
+/// it would leave none, and the value would cross the link again.
+bool scheduler::leaves_copy(std::size_t j, device& dev) const {
+  const stage& s = stages_[j];
+  const auto partitioned = [](const value_state* v) {
+    return v && v->ops && v->ops->kind == split::split_kind::partitioned && v->shape.units > 0;
+  };
+  for (int c : s.calls)
+    for (const auto& a : nodes_[static_cast<std::size_t>(c)].args) {
+      if (s.contraction) {
+        if (a.role == arg_role::out && reads_later(a.value.get(), j + 1)) return true;
+        continue;
+      }
+      if (c_.keep_copies && partitioned(a.value.get()) && a.value->shape.bytes() <= dev.memory_budget() / 2)
+        return true;
+    }
   return false;
 }
 
@@ -84,29 +108,12 @@ double scheduler::predicted_together(const std::vector<std::size_t>& group, std:
   return predicted_seconds(costs, static_cast<double>(free / group.size()), slots, dev.rates());
 }
 
-/// Two stages reading one value the device could hold whole: one at a
-/// time, the first may keep a copy the second reads in place; together,
-/// both would copy it in.
-bool scheduler::share_input(std::size_t a, std::size_t b, device& dev) const {
-  if (!c_.keep_copies) return false;
-  for (int ca : stages_[a].calls)
-    for (const auto& x : nodes_[static_cast<std::size_t>(ca)].args) {
-      const value_state& v = *x.value;
-      const bool partitioned = v.ops && v.ops->kind == split::split_kind::partitioned && v.shape.units > 0;
-      if (x.role == arg_role::out || !partitioned || v.shape.bytes() > dev.memory_budget()) continue;
-      for (int cb : stages_[b].calls)
-        for (const auto& y : nodes_[static_cast<std::size_t>(cb)].args)
-          if (y.role != arg_role::out && y.value == x.value) return true;
-    }
-  return false;
-}
-
 /// The stages that run together with stage i on `target`: i, and later
 /// stages (in program order, at most `look_ahead` past it) that conflict
 /// with no stage not yet run before them (nor with the host lane's), are
-/// placed on `target` alone, read no copy resident there nor a value
-/// another of them reads that the device could hold, and fit an even share
-/// of the memory free on it. Each joins when the stages with it are
+/// placed on `target` alone, read no copy resident (or kept) there, leave
+/// none for a later stage to read (`leaves_copy`), and fit an even share of
+/// the memory free on it. Each joins when the stages with it are
 /// predicted to finish sooner than without it and it alone: only where they
 /// use the device unevenly (one copies in while another copies out, or
 /// computes) do they gain; stages that all stream one way would only share
@@ -115,8 +122,10 @@ bool scheduler::share_input(std::size_t a, std::size_t b, device& dev) const {
 /// when i runs alone.
 std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::device_entry& target) {
   // Baselines run one stage at a time; cost models learn a stage's time alone.
-  if (c_.serial_stages || c_.sequential || by_cost_ || st_.host_shares || reads_copies(i, target)) return {};
   device& dev = *target.dev;
+  if (c_.serial_stages || c_.sequential || by_cost_ || st_.host_shares || reads_copies(i, target) ||
+      leaves_copy(i, dev))
+    return {};
   const device_rates r = dev.rates();
   if (!(r.h2d > 0) || !(r.d2h > 0)) return {};
   const std::size_t free = dev.memory_budget() - std::min(dev.memory_budget(), dev.bytes_in_use());
@@ -128,11 +137,9 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
     for (std::size_t k : deps_[j]) ready = ready && done_[k] && !(lane_.busy() && lane_.stage() == k);
     if (!ready) continue;
     auto [place, on] = capable(j);
-    if (on.size() != 1 || on.front() != &target || place.where != target.dev.get() || reads_copies(j, target))
+    if (on.size() != 1 || on.front() != &target || place.where != target.dev.get() || reads_copies(j, target) ||
+        leaves_copy(j, dev))
       continue;
-    bool shares = false;
-    for (std::size_t k : group) shares = shares || share_input(k, j, dev);
-    if (shares) continue;
     std::vector<std::size_t> with = group;
     with.push_back(j);
     const double t = predicted_together(with, free, dev), j_alone = predicted_together({j}, free, dev);

@@ -13,6 +13,8 @@ namespace oa {
 
 struct stage_report {
   std::vector<std::string> calls;  // annotated functions, in program order
+  std::size_t evaluation = 0;      // the runtime's evaluation that ran it, from 1
+  std::size_t stage = 0;           // its number in that evaluation, from 1 ("together with stages 1, 3")
   std::string op;                  // "gemm" for products, Eigen's "gemv", "cwise", "reduction", else "stage"
   std::string dims;                // products: "m=.. n=.. k=.."; Eigen assignments: "elements=.."
   std::string device;              // where the stage ran
