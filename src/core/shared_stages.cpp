@@ -128,7 +128,11 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
     return {};
   const device_rates r = dev.rates();
   if (!(r.h2d > 0) || !(r.d2h > 0)) return {};
-  const std::size_t free = dev.memory_budget() - std::min(dev.memory_budget(), dev.bytes_in_use());
+  // Copies kept from earlier evaluations count as free: they are evicted to
+  // make the shares, as the pager evicts them for a stage alone.
+  const std::size_t budget = dev.memory_budget(), in_use = dev.bytes_in_use();
+  const std::size_t held = in_use - std::min(in_use, target.resident->kept_bytes());
+  const std::size_t free = budget - std::min(budget, held);
   std::vector<std::size_t> group{i};
   double seconds = predicted_together(group, free, dev), alone = seconds;
   for (std::size_t j = i + 1; j < stages_.size() && j <= i + look_ahead && group.size() < most_together; ++j) {
@@ -161,6 +165,10 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
     group.erase(group.begin() + static_cast<std::ptrdiff_t>(misfit));
   }
   if (group.size() < 2 || predicted_together(group, free, dev) >= worth_it * alone) return {};
+  const std::size_t now_free = budget - std::min(budget, in_use);
+  if (now_free < free && (!target.resident->evict(free - now_free) ||
+                          budget - std::min(budget, dev.bytes_in_use()) < free))
+    return {};
   return group;
 }
 
