@@ -39,15 +39,16 @@ void shared_device::end_recording() noexcept {
 
 void shared_device::use_host_memory(const void* p, std::size_t bytes) noexcept {
   std::lock_guard lock(mutex_);
-  if (pins_[p]++ == 0) whole_.host_memory_use(p, bytes);
+  if (pins_.insert(p).second) whole_.host_memory_use(p, bytes);
 }
 
-void shared_device::host_memory_done(const void* p) noexcept {
-  std::lock_guard lock(mutex_);
-  auto it = pins_.find(p);
-  if (it == pins_.end() || --it->second > 0) return;
-  pins_.erase(it);
-  whole_.host_memory_done(p);
+void shared_device::host_memory_done(const void*) noexcept {
+  // Nothing is unpinned while shares run: another's copies may use the same
+  // memory through a pointer of its own (an overlapping block).
+}
+
+shared_device::~shared_device() {
+  for (const void* p : pins_) whole_.host_memory_done(p);
 }
 
 device_share::~device_share() {
@@ -137,19 +138,28 @@ void device_share::wait_idle() {
     std::lock_guard lock(mutex_);
     mine = streams_;
   }
-  // Errors stay on their streams, as the whole device's wait_idle leaves them.
-  for (stream_id s : mine) (void)whole_.synchronize_event(whole_.record_event(s));
+  // Errors stay on their streams, as the whole device's wait_idle leaves
+  // them, and nothing throws: a device that cannot record an event (lost)
+  // is waited for whole, so that no memory queued work may touch is freed.
+  try {
+    for (stream_id s : mine) (void)whole_.synchronize_event(whole_.record_event(s));
+  } catch (...) {
+    try {
+      whole_.wait_idle();
+    } catch (...) {
+    }
+  }
 }
 
 void device_share::set_recording(bool on) {
   std::lock_guard lock(mutex_);
   if (on == recording_) return;
-  recording_ = on;
   records_.clear();
   if (on)
-    shared_.begin_recording();
+    shared_.begin_recording();  // first: when it throws, this share is not counted as recording
   else
     shared_.end_recording();
+  recording_ = on;
 }
 
 std::vector<op_record> device_share::take_records() {

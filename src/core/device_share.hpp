@@ -10,7 +10,7 @@
 #include <mutex>
 #include <set>
 #include <string>
-#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "oa/core/device.hpp"
@@ -19,10 +19,14 @@ namespace oa::detail {
 
 /// What the shares of one device have in common: its recording (begun by the
 /// first share, the records sorted to each by stream) and the host memory
-/// the shares ask it to pin (pinned while any share uses it).
+/// the shares ask it to pin (pinned until every share has ended: this
+/// object goes after them).
 class shared_device {
  public:
   explicit shared_device(device& whole) : whole_(whole) {}
+  shared_device(const shared_device&) = delete;
+  shared_device& operator=(const shared_device&) = delete;
+  ~shared_device();
   device& whole() noexcept { return whole_; }
 
   void begin_recording();
@@ -39,7 +43,7 @@ class shared_device {
   std::mutex mutex_;
   int recording_ = 0;                // shares recording now
   std::vector<op_record> pending_;   // taken from the device, not yet by their share
-  std::unordered_map<const void*, int> pins_;
+  std::unordered_set<const void*> pins_;
 };
 
 class device_share final : public device {
@@ -69,8 +73,9 @@ class device_share final : public device {
   void* allocate(std::size_t bytes) override;
   void* allocate_on(std::size_t bytes, stream_id s) override;
   void deallocate(void* p, std::size_t bytes) noexcept override;
-  /// A share frees nothing of the others' when it runs short: its stage
-  /// plans smaller chunks, as on a device whose memory is full.
+  /// A share has no pager of its own: past its budget its stage takes
+  /// smaller chunks, as on a device whose memory is full (the whole
+  /// device's pager is paused while shares run: residency::paused_pager).
   void set_out_of_memory_handler(std::function<bool(std::size_t)>) override {}
 
   stream_id create_stream() override;

@@ -5,7 +5,16 @@
 
 namespace oa::detail {
 
-residency::residency(device& dev) : dev_(dev) {
+residency::residency(device& dev) : dev_(dev) { resume_pager(); }
+
+void residency::pause_pager() noexcept {
+  try {
+    dev_.set_out_of_memory_handler({});
+  } catch (...) {
+  }
+}
+
+void residency::resume_pager() {
   dev_.set_out_of_memory_handler([this](std::size_t bytes) { return evict(bytes); });
 }
 

@@ -42,6 +42,12 @@ class residency {
   residency(const residency&) = delete;
   residency& operator=(const residency&) = delete;
   ~residency();
+  /// The device's pager (its out-of-memory handler: evict) off while stages
+  /// run beside each other on it, each in a share that holds what it needs:
+  /// their threads would otherwise evict from this table at once. On again
+  /// when they have ended.
+  void pause_pager() noexcept;
+  void resume_pager();
 
   device& dev() const noexcept { return dev_; }
   /// The resident copy of `v`, or null.

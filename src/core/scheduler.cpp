@@ -112,8 +112,8 @@ void scheduler::prepare_residency(residency& res, std::size_t i, bool on_device,
   // in place (and update them there), taking the copies kept from earlier
   // evaluations whose host bytes are unchanged; products read their inputs
   // from the host.
-  const bool reads_copies = on_device && !dev.host_accessible() && !s.contraction;
-  if (reads_copies && opt.whole_copies)
+  const bool in_place = on_device && !dev.host_accessible() && !s.contraction;
+  if (in_place && opt.whole_copies)
     for (int c : s.calls)
       for (const auto& a : nodes_[static_cast<std::size_t>(c)].args)
         if (a.role != arg_role::out) res.adopt(a.value);
@@ -121,7 +121,7 @@ void scheduler::prepare_residency(residency& res, std::size_t i, bool on_device,
     for (const auto& a : nodes_[static_cast<std::size_t>(c)].args) {
       if (a.role == arg_role::out) continue;
       residency::entry* e = res.find(a.value.get());
-      if (e && !e->host_valid && (!reads_copies || a.role == arg_role::mut)) res.write_back(*e);
+      if (e && !e->host_valid && (!in_place || a.role == arg_role::mut)) res.write_back(*e);
     }
     for (const auto& v : nodes_[static_cast<std::size_t>(c)].scalars)
       if (residency::entry* e = res.find(v.get()); e && !e->host_valid) res.write_back(*e);
@@ -132,7 +132,7 @@ void scheduler::prepare_residency(residency& res, std::size_t i, bool on_device,
   std::vector<const value_state*> reads;
   for (int c : s.calls)
     for (const auto& a : nodes_[static_cast<std::size_t>(c)].args)
-      if (reads_copies && a.role != arg_role::out) reads.push_back(a.value.get());
+      if (in_place && a.role != arg_role::out) reads.push_back(a.value.get());
   res.pin_only(reads);
   if (s.contraction && opt.resident) {
     const node_arg& result = nodes_[static_cast<std::size_t>(s.calls.front())].args.back();
@@ -329,7 +329,7 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   if (&where == &dev && (on.size() > 1 || host_shares)) return run_spread(i, opt, on, cost, predicted);
   if (&where == &dev && &dev != &host && on.size() == 1 && !host_shares)
     if (std::vector<std::size_t> group = companions(i, target); !group.empty())
-      return run_together(std::move(group), opt, target);
+      return run_together(group, opt, target);
   prepare_residency(*target.resident, i, &where == &dev, opt, i);
   // (Not while the host takes shares of device stages: its streams are theirs too.)
   const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host &&

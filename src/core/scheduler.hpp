@@ -24,6 +24,8 @@
 
 namespace oa::detail {
 
+struct group_member;
+
 class scheduler {
  public:
   /// With `st.mutex` held and `c` its configuration, over the evaluation's
@@ -63,7 +65,9 @@ class scheduler {
   bool reads_copies(std::size_t j, runtime_state::device_entry& target) const;
   double predicted_together(const std::vector<std::size_t>& group, std::size_t free, device& dev);
   bool leaves_copy(std::size_t j, device& dev) const;
-  void run_together(std::vector<std::size_t> group, run_options& first, runtime_state::device_entry& target);
+  std::vector<group_member> members_of(const std::vector<std::size_t>& group, run_options& first,
+                                        runtime_state::device_entry& target);
+  void run_together(const std::vector<std::size_t>& group, run_options& first, runtime_state::device_entry& target);
   bool reads_later(const value_state* v, std::size_t i) const;
   void prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt,
                          std::size_t from) const;

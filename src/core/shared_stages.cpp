@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <future>
+#include <optional>
 
 #include "core/device_share.hpp"
 #include "core/scheduler.hpp"
@@ -81,7 +83,8 @@ bool scheduler::leaves_copy(std::size_t j, device& dev) const {
 }
 
 /// One unit of stage j per slot fits `share`. A product joins others only
-/// when it runs whole in its share: smaller tiles would move more bytes.
+/// when A, B and C take at most half its share (a margin, so that it runs
+/// as one tile): smaller tiles would move more bytes.
 bool scheduler::fits_share(std::size_t j, device& share) {
   const stage& s = stages_[j];
   if (s.contraction) {
@@ -94,8 +97,8 @@ bool scheduler::fits_share(std::size_t j, device& share) {
   try {
     (void)plan_stage(s, nodes_, needed_, share, host_locked(st_), opt);
     return true;
-  } catch (const oa::plan_error&) {
-    return false;
+  } catch (...) {
+    return false;  // too small a share, or a stage that fails to plan at all: alone, it says why
   }
 }
 
@@ -140,13 +143,19 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
     bool ready = true;
     for (std::size_t k : deps_[j]) ready = ready && done_[k] && !(lane_.busy() && lane_.stage() == k);
     if (!ready) continue;
-    auto [place, on] = capable(j);
-    if (on.size() != 1 || on.front() != &target || place.where != target.dev.get() || reads_copies(j, target) ||
-        leaves_copy(j, dev))
-      continue;
     std::vector<std::size_t> with = group;
     with.push_back(j);
-    const double t = predicted_together(with, free, dev), j_alone = predicted_together({j}, free, dev);
+    double t = 0, j_alone = 0;
+    try {
+      auto [place, on] = capable(j);
+      if (on.size() != 1 || on.front() != &target || place.where != target.dev.get() || reads_copies(j, target) ||
+          leaves_copy(j, dev))
+        continue;
+      t = predicted_together(with, free, dev);
+      j_alone = predicted_together({j}, free, dev);
+    } catch (...) {
+      continue;  // a stage that cannot be looked at runs alone, and meets its error there
+    }
     if (t >= worth_it * (seconds + j_alone)) continue;
     group = std::move(with);
     seconds = t;
@@ -172,62 +181,116 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
   return group;
 }
 
-/// Runs `group` (stage numbers, the first placed by run_one with `first`'s
-/// options) together on target's streams, each in its share of the free
-/// memory, each on a thread of its own; reports, faults and the models'
-/// lessons are taken in stage order when all have ended.
-void scheduler::run_together(std::vector<std::size_t> group, run_options& first,
-                             runtime_state::device_entry& target) {
-  device& dev = *target.dev;
-  device& host = host_locked(st_);
-  struct member {
-    std::size_t stage;
-    run_options opt;
-    std::unique_ptr<device_share> share;
-    std::vector<trace_event> trace;
-    std::future<stage_report> done;
-  };
-  std::vector<member> ms;
-  for (std::size_t j : group) {
-    member m{j, j == group.front() ? first : options_for(j), nullptr, {}, {}};
-    if (j != group.front()) {
-      auto [place, on] = capable(j);
-      m.opt.placement_reason = place.reason;
-      m.opt.streams = c_.streams;
+/// One stage of a group: its options, its share of the device, its trace
+/// and its report.
+struct group_member {
+  std::size_t stage;
+  run_options opt;
+  std::unique_ptr<device_share> share;
+  std::vector<trace_event> trace;
+  std::optional<stage_report> rep;
+};
+
+namespace {
+
+/// The device's pager off while the group runs (residency::pause_pager).
+struct paused_pager {
+  residency& res;
+  explicit paused_pager(residency& r) : res(r) { res.pause_pager(); }
+  paused_pager(const paused_pager&) = delete;
+  paused_pager& operator=(const paused_pager&) = delete;
+  ~paused_pager() {
+    try {
+      res.resume_pager();
+    } catch (...) {
+      // Without its pager the device still keeps its budget: a stage past it
+      // takes smaller chunks.
     }
-    // Every member reads the host's data: copies it reads are written back.
-    prepare_residency(*target.resident, j, false, m.opt, group.front());
+  }
+};
+
+}  // namespace
+
+/// The members of `group`, each reading the host's data (copies it reads
+/// are written back first). A member other than the first whose copies
+/// cannot be prepared is left out: it runs later, alone, and meets the
+/// error there; the first's error is its own, as alone.
+std::vector<group_member> scheduler::members_of(const std::vector<std::size_t>& group, run_options& first,
+                                          runtime_state::device_entry& target) {
+  std::vector<group_member> ms;
+  for (std::size_t j : group) {
+    group_member m{j, j == group.front() ? first : options_for(j), nullptr, {}, std::nullopt};
+    try {
+      if (j != group.front()) {
+        auto [place, on] = capable(j);
+        m.opt.placement_reason = place.reason;
+        m.opt.streams = c_.streams;
+      }
+      prepare_residency(*target.resident, j, false, m.opt, group.front());
+    } catch (...) {
+      if (j == group.front()) throw;
+      continue;
+    }
     m.opt.whole_copies = false;
     ms.push_back(std::move(m));
   }
-  const std::size_t free = dev.memory_budget() - std::min(dev.memory_budget(), dev.bytes_in_use());
-  shared_device whole(dev);  // outlives the shares
+  return ms;
+}
+
+/// Runs `group` (stage numbers, the first placed by run_one with `first`'s
+/// options) together on target's streams, each in its share of the free
+/// memory, each on a thread of its own (on this one when no thread can be
+/// made); reports and device faults are taken in stage order once all have
+/// ended.
+void scheduler::run_together(const std::vector<std::size_t>& group, run_options& first,
+                             runtime_state::device_entry& target) {
+  device& dev = *target.dev;
+  device& host = host_locked(st_);
+  shared_device whole(dev);  // declared first: it goes after the shares, which go after their threads
+  std::vector<group_member> ms = members_of(group, first, target);
+  const std::size_t share = (dev.memory_budget() - std::min(dev.memory_budget(), dev.bytes_in_use())) / ms.size();
   std::string numbers;
-  for (std::size_t j : group) numbers += (numbers.empty() ? "" : ", ") + std::to_string(j + 1);
-  for (member& m : ms) {
-    m.share = std::make_unique<device_share>(whole, free / ms.size());
+  for (const group_member& m : ms) numbers += (numbers.empty() ? "" : ", ") + std::to_string(m.stage + 1);
+  for (group_member& m : ms) {
+    m.share = std::make_unique<device_share>(whole, share);
     m.opt.trace = c_.trace.empty() ? nullptr : &m.trace;
     m.opt.placement_reason += "; together with stages " + numbers + " on its streams, in a share of " +
-                              std::to_string(free / ms.size()) + " bytes of its memory";
+                              std::to_string(share) + " bytes of its memory";
   }
-  for (member& m : ms) {
+  const auto run = [this, &host](group_member& m) {
+    const engine_thread_scope engine_work;
     const stage& s = stages_[m.stage];
-    m.done = std::async(std::launch::async, [this, &s, &m, &host] {
-      const engine_thread_scope engine_work;
+    try {
+      return s.contraction ? run_contraction(s, nodes_, *m.share, host, m.opt)
+                           : run_stage(s, nodes_, needed_, *m.share, host, m.opt);
+    } catch (...) {
+      return failed_report(s, m.opt);
+    }
+  };
+  {
+    const paused_pager no_pager(*target.resident);
+    std::vector<std::future<stage_report>> threads;
+    try {
+      for (group_member& m : ms) threads.push_back(std::async(std::launch::async, run, std::ref(m)));
+    } catch (...) {
+      // No thread for the rest: they run here, beside those started.
+    }
+    for (std::size_t k = threads.size(); k < ms.size(); ++k) ms[k].rep = run(ms[k]);
+    for (std::size_t k = 0; k < threads.size(); ++k) {
       try {
-        return s.contraction ? run_contraction(s, nodes_, *m.share, host, m.opt)
-                             : run_stage(s, nodes_, needed_, *m.share, host, m.opt);
+        ms[k].rep = threads[k].get();
       } catch (...) {
-        return failed_report(s, m.opt);
+        ms[k].rep = failed_report(stages_[ms[k].stage], ms[k].opt);
       }
-    });
+    }
   }
-  for (member& m : ms) {
-    stage_report rep = m.done.get();
+  for (group_member& m : ms) {
     m.share.reset();
-    if (m.opt.trace) st_.log.add_trace(m.trace);
     done_[m.stage] = true;
-    finish(m.stage, std::move(rep), stage_cost{}, dev);
+  }
+  for (group_member& m : ms) {
+    if (m.opt.trace) st_.log.add_trace(m.trace);
+    finish(m.stage, std::move(*m.rep), stage_cost{}, dev);
   }
 }
 

@@ -382,6 +382,13 @@ class cuda_device final : public device, private oa::detail::staging_port {
     streams_[static_cast<std::size_t>(s)].in_use = false;  // kept, with its staging buffer, for the next stage
   }
 
+  /// A stream's pinned staging buffer (read under the lock: another thread
+  /// may be adding streams).
+  std::byte* stream_staging(stream_id s) const {
+    std::lock_guard lock(mutex_);
+    return streams_[static_cast<std::size_t>(s)].pinned;
+  }
+
   cudaStream_t native(stream_id s, const char* fn) const {
     OA_CUDA_TRY(cudaSetDevice(opt_.ordinal));  // the current device is per thread
     std::lock_guard lock(mutex_);
@@ -411,7 +418,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
     if (staging_usable()) return staging().copy_in(dst, src, s);
     // Pageable: a host function fills the stream's staging buffer, then the
     // DMA; only the DMA is timed as a copy.
-    std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
+    std::byte* staging = stream_staging(s);
     oa::detail::for_each_piece(dst, src, opt_.staging_bytes, [&](const region& d, const region& h) {
       const region packed = h.packed_at(staging);
       OA_CUDA_TRY(cudaLaunchHostFunc(cs, &staging_task::run, new staging_task{&pool_, packed, h}));
@@ -426,7 +433,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
     if (pinned(dst))
       return timed(phase::d2h, s, cs, src.bytes(), {}, [&] { dma(dst, src, cudaMemcpyDeviceToHost, cs); });
     if (staging_usable()) return staging().copy_out(dst, src, s);
-    std::byte* staging = streams_[static_cast<std::size_t>(s)].pinned;
+    std::byte* staging = stream_staging(s);
     oa::detail::for_each_piece(src, dst, opt_.staging_bytes, [&](const region& d, const region& h) {
       const region packed = h.packed_at(staging);
       timed(phase::d2h, s, cs, h.bytes(), {}, [&] { dma(packed, d, cudaMemcpyDeviceToHost, cs); });
