@@ -12,6 +12,7 @@
 #include <oa/core/report.hpp>
 #include <oa/core/runtime.hpp>
 #include <optional>
+#include <iostream>
 #include <string>
 #include <vector>
 
@@ -94,6 +95,13 @@ inline void add_device_fields(nlohmann::json& record, const common_options& opt,
     record["link_gbps"] = nullptr;
     record["device_memory_budget"] = nullptr;
   }
+}
+
+/// "running sort, mode oa (repeat 2/3)" on stderr, before each timed run.
+inline void announce_run(const std::string& workload, const std::string& mode, int rep, int repeat) {
+  std::cerr << "running " << workload << ", mode " << mode;
+  if (repeat > 1) std::cerr << " (repeat " << rep << "/" << repeat << ")";
+  std::cerr << std::endl;
 }
 
 /// One mode's outcome: its best time, the runtime's totals for that run

@@ -787,26 +787,26 @@ int main(int argc, char** argv) {
 
     std::optional<json_sink> sink;
     if (!opt.json.empty()) sink.emplace(opt.json);
+    // A workload family's options: the common ones, its modes only when given.
+    const auto with_common = [&](auto& o) {
+      static_cast<oa_bench::common_options&>(o) = opt;
+      o.modes.clear();
+      if (app.count("--mode") > 0) o.modes = opt.modes;
+    };
     if (is_gemm) {
-      static_cast<oa_bench::common_options&>(gemm) = opt;
-      gemm.modes.clear();
-      if (app.count("--mode") > 0) gemm.modes = opt.modes;
+      with_common(gemm);
       return oa_bench::run_gemm(gemm, sink ? &*sink : nullptr) ? 0 : 1;
     }
     if (is_dag) {
       oa_bench::dag_options dag;
-      static_cast<oa_bench::common_options&>(dag) = opt;
-      dag.modes.clear();
-      if (app.count("--mode") > 0) dag.modes = opt.modes;
+      with_common(dag);
       dag.workload = opt.workload;
       dag.elements = opt.elements;
       return oa_bench::run_dag(dag, sink ? &*sink : nullptr) ? 0 : 1;
     }
     if (is_stl) {
       oa_bench::stl_options stl;
-      static_cast<oa_bench::common_options&>(stl) = opt;
-      stl.modes.clear();
-      if (app.count("--mode") > 0) stl.modes = opt.modes;
+      with_common(stl);
       stl.workload = opt.workload;
       stl.elements = opt.elements;
       stl.type = type;

@@ -225,9 +225,7 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
       (void)oa::current_device();  // made here: no run times its creation
     }
     for (int rep = 1; rep <= opt.repeat && !r.failure; ++rep) {
-      std::cerr << "running " << opt.workload << ", mode " << mode;
-      if (opt.repeat > 1) std::cerr << " (repeat " << rep << "/" << opt.repeat << ")";
-      std::cerr << std::endl;
+      announce_run(opt.workload, mode, rep, opt.repeat);
       try {
         oa::clear_reports();
         const timed_run t = w.run(mode);
