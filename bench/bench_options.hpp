@@ -79,7 +79,8 @@ inline double overlap_of(const oa::stage_report& t, double seconds) {
          static_cast<double>(std::max<std::size_t>(devices, 1)) / seconds;
 }
 
-/// A record's fields for several devices: the list, how they share stages,
+/// A record's fields for placement and several devices: threshold or cost,
+/// the devices' list, how they share stages,
 /// the chunks (tiles) each ran, and the device faults of the run (a device
 /// lost, with the chunks the host ran again). With several devices, each
 /// has its own link and budget, given in `devices`: the one-device fields
@@ -87,6 +88,7 @@ inline double overlap_of(const oa::stage_report& t, double seconds) {
 inline void add_device_fields(nlohmann::json& record, const common_options& opt, const oa::stage_report& t,
                               bool oa_mode) {
   record["devices"] = oa_mode ? opt.devices : std::string();
+  record["placement"] = oa_mode ? nlohmann::json(opt.placement) : nlohmann::json(nullptr);
   record["spread"] = oa_mode && !opt.devices.empty() ? nlohmann::json(opt.spread) : nlohmann::json(nullptr);
   record["device_chunks"] = device_chunks_json(t);
   record["device_fault"] = t.device_fault.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.device_fault);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "core/residency.hpp"
@@ -9,7 +10,8 @@
 namespace oa::detail {
 
 stage_cost cost_of(const stage& s, const std::vector<call_node>& nodes,
-                   const std::unordered_set<const value_state*>& needed_on_host, residency* resident) {
+                   const std::unordered_set<const value_state*>& needed_on_host, residency* resident,
+                   const stage_layout* staged) {
   stage_cost c;
   for (int n : s.calls) {
     if (!c.op.empty()) c.op += " + ";
@@ -22,7 +24,9 @@ stage_cost cost_of(const stage& s, const std::vector<call_node>& nodes,
     c.bytes = c.in_bytes + c.out_bytes;
     return c;
   }
-  const stage_layout L = layout_stage(s, nodes, placement_mode::staged, needed_on_host);
+  std::optional<stage_layout> own;
+  if (!staged) own = layout_stage(s, nodes, placement_mode::staged, needed_on_host);
+  const stage_layout& L = staged ? *staged : *own;
   const double units = static_cast<double>(s.units);
   for (const stage_value& v : L.values) {
     const double bytes = units * static_cast<double>(v.v->shape.unit_bytes());

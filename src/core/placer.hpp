@@ -26,8 +26,10 @@ struct stage_cost {
   double in_bytes = 0;   // to copy to the device: inputs not resident there
   double out_bytes = 0;  // to copy back
 };
+/// `staged`, when given, is the stage's staged layout (place_stage's).
 stage_cost cost_of(const stage& s, const std::vector<call_node>& nodes,
-                   const std::unordered_set<const value_state*>& needed_on_host, residency* resident);
+                   const std::unordered_set<const value_state*>& needed_on_host, residency* resident,
+                   const stage_layout* staged = nullptr);
 
 /// The devices a stage placed on "the device" runs on: `capable.where`
 /// alone, or several sharing its chunks. Several have one model together,

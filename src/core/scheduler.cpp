@@ -318,7 +318,7 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   double predicted = 0;
   if (by_cost_) {
     // Resident copies count only where the stage reads them: on one device.
-    cost = cost_of(s, nodes_, needed_, on.size() > 1 ? nullptr : target.resident.get());
+    cost = cost_of(s, nodes_, needed_, on.size() > 1 ? nullptr : target.resident.get(), place.layout.get());
     device_group group = on.size() > 1 ? group_of(on) : device_group{{&dev}};
     if (host_shares) group.devices.push_back(&host);
     place = place_by_cost(cost, place, host, st_.models, predicted, group);

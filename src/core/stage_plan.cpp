@@ -46,10 +46,11 @@ placement place_stage(const stage& s, const std::vector<call_node>& nodes,
                      "copied over the link"};
     return {&dev, "a product, tiled for the device's budget"};
   }
-  const stage_layout L = layout_stage(s, nodes, placement_mode::staged, needed_on_host);
+  auto laid = std::make_shared<const stage_layout>(layout_stage(s, nodes, placement_mode::staged, needed_on_host));
+  const stage_layout& L = *laid;
   const std::size_t bytes = s.units * L.working_bytes_per_unit;
   if (bytes < host_threshold)
-    return {&host, "small stage: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD"};
+    return {&host, "small stage: " + std::to_string(bytes) + " bytes below OA_HOST_THRESHOLD", 0, laid};
   // Device functions given as code work in units their library chose (a
   // sort's run, a scan's block): where one is larger than the device's
   // memory, the host runs the stage. (A unit of element-wise calls is the
@@ -63,7 +64,7 @@ placement place_stage(const stage& s, const std::vector<call_node>& nodes,
                   std::to_string(dev.memory_budget()) + " bytes",
               one.bytes(1)};
   }
-  return {&dev, "every call has a device function"};
+  return {&dev, "every call has a device function", 0, std::move(laid)};
 }
 
 bool stage_plan::shrink(chunk_plan& c, int& nslots) const {
