@@ -56,7 +56,7 @@ if [[ -f "$bundle/BUNDLE.txt" ]]; then
   exit 0
 fi
 
-packages=(libeigen3-dev libboost-dev nlohmann-json3-dev doctest-dev libcli11-dev libsleef-dev libtbb-dev)
+packages=(libeigen3-dev libboost-dev nlohmann-json3-dev doctest-dev libcli11-dev libsleef-dev libtbb-dev libopenmpi-dev openmpi-bin)
 missing=()
 for tool in "${missing_tools[@]}"; do
   missing+=("${tool_package[${tool%% *}]}")

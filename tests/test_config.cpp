@@ -47,6 +47,7 @@ const char* const all_variables[] = {
     "OA_EMULATED_FUSED", "OA_OFFLOAD_GEMM_MIN", "OA_OFFLOAD_ELEMENTS_MIN", "OA_OFFLOAD_GEMV_MIN", "OA_KEEP_COPIES",
     "OA_FAIL_FILL", "OA_FAIL_DRAIN", "OA_LINK_SHARED_GBPS", "OA_LINK_LATENCY_US", "OA_STAGING_SLOT_BYTES",
     "OA_STAGING_THREADS", "OA_PLACEMENT", "OA_PERF_MODELS", "OA_SERIAL_STAGES", "OA_STDPAR_MIN", "OA_DEVICES", "OA_SPREAD",
+    "OA_DIST_TIMEOUT",
 };
 
 /// Clears every OA_ variable for one test and puts the caller's values back
@@ -589,6 +590,20 @@ TEST_CASE("the emulated link's shared rate and latency, and the staging engine's
   }
 }
 
+TEST_CASE("OA_DIST_TIMEOUT: seconds, 0 for no deadline, checked") {
+  scoped_environment env;
+  CHECK(oa::config::from_environment().dist_timeout == 300);
+  env.set("OA_DIST_TIMEOUT", "12.5");
+  CHECK(oa::config::from_environment().dist_timeout == 12.5);
+  env.set("OA_DIST_TIMEOUT", "0");
+  CHECK(oa::config::from_environment().dist_timeout == 0);
+  for (const char* bad : {"-1", "2e6", "soon"}) {
+    env.set("OA_DIST_TIMEOUT", bad);
+    CAPTURE(bad);
+    CHECK(config_error_of([] { (void)oa::config::from_environment(); }).find("OA_DIST_TIMEOUT") != std::string::npos);
+  }
+}
+
 TEST_CASE("OA_STDPAR_MIN: one count for every family or family=count entries; in the file a number or an object") {
   const oa::stdpar_thresholds defaults;
   const auto all = [](std::uint64_t n) { return oa::stdpar_thresholds{n, n, n, n}; };
@@ -712,7 +727,8 @@ TEST_CASE("the unknown-key message lists exactly the accepted keys") {
       "trace",      "link_gbps",     "fail_launch", "fail_copy",   "fail_sticky",    "emulated_device_functions",
       "sequential", "cuda_staging",  "progress",    "verbose",     "emulated_fused", "offload_gemm_min",
       "offload_elements_min", "offload_gemv_min", "keep_copies", "fail_fill", "fail_drain", "link_shared_gbps",
-      "link_latency_us", "staging_slot_bytes", "staging_threads", "placement", "perf_models", "serial_stages", "stdpar_min", "devices", "spread"};
+      "link_latency_us", "staging_slot_bytes", "staging_threads", "placement", "perf_models", "serial_stages", "stdpar_min", "devices", "spread",
+      "dist_timeout"};
   oa::config c;
   const std::string msg = config_error_of([&] { c.merge_json(R"({"colour": "blue"})", "f.json"); });
   const std::string marker = "(known: ";

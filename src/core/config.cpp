@@ -427,6 +427,16 @@ const setting settings[] = {
        c.link_shared_gbps = v.get<double>();
      },
      [](const config& c, const std::string& w) { check_link_gbps(c.link_shared_gbps, w); }},
+    {"dist_timeout", "OA_DIST_TIMEOUT",
+     [](config& c, const std::string& t, const std::string& w) { c.dist_timeout = env_double(t, w); },
+     [](config& c, const nlohmann::json& v, const std::string& w) {
+       if (!v.is_number()) wrong_type(v, w, "a number (seconds)");
+       c.dist_timeout = v.get<double>();
+     },
+     [](const config& c, const std::string& w) {
+       if (!std::isfinite(c.dist_timeout) || c.dist_timeout < 0 || c.dist_timeout > 1e6)
+         fail(w, std::to_string(c.dist_timeout) + " is out of range (0-1e6 seconds; 0: no deadline)");
+     }},
     {"link_latency_us", "OA_LINK_LATENCY_US",
      [](config& c, const std::string& t, const std::string& w) { c.link_latency_us = env_double(t, w); },
      [](config& c, const nlohmann::json& v, const std::string& w) {

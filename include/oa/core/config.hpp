@@ -69,6 +69,9 @@ struct config {
   std::uint64_t fail_drain = 0;         // OA_FAIL_DRAIN: emulated fault injection, Nth staging drain fails
   double link_shared_gbps = 0;          // OA_LINK_SHARED_GBPS: emulated link, GB/s both directions share; 0 = no shared cap
   double link_latency_us = 0;           // OA_LINK_LATENCY_US: emulated link, microseconds per copy (0-1e6)
+  // OA_DIST_TIMEOUT: seconds an oa::dist collective waits for every rank
+  // before it fails naming those that did not arrive (0: no deadline).
+  double dist_timeout = 300;
   std::size_t staging_slot_bytes = 0;   // OA_STAGING_SLOT_BYTES: pinned staging slot size (>= 4 KiB); 0 = device default
   int staging_threads = 0;              // OA_STAGING_THREADS: staging fill and drain threads each, 0-64; 0 = device default
   bool fail_sticky = false;             // OA_FAIL_STICKY: the injected fault breaks the emulated device for good

@@ -1,0 +1,74 @@
+#pragma once
+// The ranks of an SPMD run (MPI) as oa's distributed values see them. oa
+// writes no distributed runtime of its own: a program started as
+// `mpirun -np N ./program` has N processes, each with its own oa runtime and
+// devices, and oa::dist's collectives are MPI's. Each exchange also agrees
+// on failure: a rank whose part threw sends its message instead of its
+// bytes, and every rank's caller gets the error naming that rank and the
+// call; a rank that does not arrive within OA_DIST_TIMEOUT seconds is named
+// the same way, never a hang.
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "oa/core/error.hpp"
+
+namespace oa::dist {
+
+/// An oa::dist collective that failed: on some rank (rank() names the first,
+/// call() the operation), or because ranks did not arrive in time. On the
+/// rank whose own part failed, the original exception is nested in it
+/// (std::rethrow_if_nested).
+class error : public oa::error {
+ public:
+  error(const std::string& what, std::string call, int rank)
+      : oa::error(what), call_(std::move(call)), rank_(rank) {}
+  const std::string& call() const noexcept { return call_; }
+  /// The first rank that failed or did not arrive; -1 when none is known.
+  int rank() const noexcept { return rank_; }
+
+ private:
+  std::string call_;
+  int rank_;
+};
+
+/// Whether this oa was built with MPI (OA_ENABLE_MPI).
+bool available() noexcept;
+
+class communicator {
+ public:
+  virtual ~communicator() = default;
+  virtual int rank() const noexcept = 0;
+  virtual int size() const noexcept = 0;
+
+  /// Every rank's bytes, in rank order, on every rank: what `mine` returns
+  /// here (its size may differ by rank). When `mine` throws on some rank,
+  /// every rank throws oa::dist::error naming `call`, the first such rank
+  /// and its message. Every rank must call it, in the same order.
+  virtual std::vector<std::vector<std::byte>> exchange(const std::string& call,
+                                                       const std::function<std::vector<std::byte>()>& mine) = 0;
+
+  /// Each rank's bytes `to[r]` to rank r; returns what every rank sent here,
+  /// in rank order (MPI_Alltoallv). Agrees on failure as exchange() does.
+  virtual std::vector<std::vector<std::byte>> all_to_all(
+      const std::string& call, const std::function<std::vector<std::vector<std::byte>>()>& to) = 0;
+
+  /// Bytes moved to and from other ranks by this rank so far.
+  virtual std::uint64_t network_bytes() const noexcept = 0;
+
+  /// Waits for every rank (a collective with nothing to exchange).
+  void barrier(const std::string& call = "oa::dist::barrier") {
+    (void)exchange(call, [] { return std::vector<std::byte>{}; });
+  }
+};
+
+/// Every process of the run (MPI_COMM_WORLD), MPI initialised on first use
+/// when the program has not (and finalised at exit); a program started
+/// outside mpirun is one rank. In a build without MPI, an oa::error saying so.
+communicator& world();
+
+}  // namespace oa::dist

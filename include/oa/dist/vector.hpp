@@ -1,0 +1,172 @@
+#pragma once
+// oa::dist::vector<T>: a vector whose elements are cut over the ranks of an
+// SPMD run, each rank holding its block as a lazy value of its own oa
+// runtime (so the block pages through the rank's devices like any other).
+// No rank ever holds the whole unless the program gathers it.
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "oa/core/lazy.hpp"
+#include "oa/dist/communicator.hpp"
+#include "oa/dist/layout.hpp"
+
+namespace oa::dist {
+
+namespace detail {
+
+template <class T>
+std::vector<std::byte> to_bytes(const T* data, std::size_t n) {
+  std::vector<std::byte> b(n * sizeof(T));
+  if (n) std::memcpy(b.data(), data, b.size());
+  return b;
+}
+
+template <class T>
+std::vector<T> from_bytes(const std::vector<std::byte>& b) {
+  std::vector<T> v(b.size() / sizeof(T));
+  if (!v.empty()) std::memcpy(v.data(), b.data(), v.size() * sizeof(T));
+  return v;
+}
+
+/// Every rank's `local()` value, in rank order (a collective agreeing on
+/// failure: see communicator::exchange).
+template <class T, class F>
+std::vector<T> each_rank(communicator& c, const std::string& call, F&& local) {
+  static_assert(std::is_trivially_copyable_v<T>, "oa::dist: values exchanged between ranks must be trivially copyable");
+  const auto parts = c.exchange(call, [&] {
+    const T v = local();
+    return to_bytes(&v, 1);
+  });
+  std::vector<T> out;
+  out.reserve(parts.size());
+  for (const auto& p : parts) out.push_back(from_bytes<T>(p).at(0));
+  return out;
+}
+
+}  // namespace detail
+
+template <class T>
+class vector {
+  static_assert(std::is_trivially_copyable_v<T>,
+                "oa::dist::vector: elements cross ranks as bytes: they must be trivially copyable");
+
+ public:
+  using value_type = T;
+
+  /// A rank's block `local` of a vector laid out as `l` over the ranks of
+  /// `c` (every rank passes the same layout; this rank's block holds
+  /// l.count(c.rank()) elements).
+  vector(dist::layout l, lazy<std::vector<T>> local, communicator& c = world())
+      : layout_(std::move(l)), local_(std::move(local)), comm_(&c) {
+    if (layout_.ranks() != c.size())
+      throw oa::invalid_argument("oa::dist::vector", "layout",
+                                 layout_.describe() + " for a run of " + std::to_string(c.size()) + " ranks");
+  }
+
+  const dist::layout& layout() const noexcept { return layout_; }
+  communicator& comm() const noexcept { return *comm_; }
+  /// Elements over every rank.
+  std::size_t size() const noexcept { return layout_.total(); }
+  /// The global index of this rank's first element.
+  std::size_t offset() const { return layout_.offset(comm_->rank()); }
+  /// This rank's block, lazy: reading it gathers nothing.
+  const lazy<std::vector<T>>& local() const noexcept { return local_; }
+
+  /// The whole vector on every rank (a collective: every rank calls it).
+  std::vector<T> gather() const {
+    const auto parts = comm_->exchange("oa::dist::vector::gather", [&] { return block_bytes(); });
+    return joined(parts);
+  }
+
+  /// The whole vector on rank `root`, an empty one on the others (a collective).
+  std::vector<T> gather(int root) const {
+    if (root < 0 || root >= comm_->size())
+      throw oa::invalid_argument("oa::dist::vector::gather", "root",
+                                 std::to_string(root) + " is not a rank of " + std::to_string(comm_->size()));
+    const auto parts = comm_->all_to_all("oa::dist::vector::gather", [&] {
+      std::vector<std::vector<std::byte>> to(static_cast<std::size_t>(comm_->size()));
+      to[static_cast<std::size_t>(root)] = block_bytes();
+      return to;
+    });
+    return comm_->rank() == root ? joined(parts) : std::vector<T>{};
+  }
+
+ private:
+  std::vector<std::byte> block_bytes() const {
+    const std::vector<T>& mine = local_.get();
+    if (mine.size() != layout_.count(comm_->rank()))
+      throw oa::error("oa::dist::vector: rank " + std::to_string(comm_->rank()) + "'s block holds " +
+                      std::to_string(mine.size()) + " elements, its layout " +
+                      std::to_string(layout_.count(comm_->rank())));
+    return detail::to_bytes(mine.data(), mine.size());
+  }
+  std::vector<T> joined(const std::vector<std::vector<std::byte>>& parts) const {
+    std::vector<T> all;
+    all.reserve(layout_.total());
+    for (const auto& p : parts) {
+      const std::vector<T> block = detail::from_bytes<T>(p);
+      all.insert(all.end(), block.begin(), block.end());
+    }
+    return all;
+  }
+
+  dist::layout layout_;
+  lazy<std::vector<T>> local_;
+  communicator* comm_;
+};
+
+/// A vector of `total` elements laid out evenly, each rank computing its own
+/// block: element i is f(i) (i the global index). Not a collective.
+template <class T, class F>
+vector<T> generate(std::size_t total, F f, communicator& c = world()) {
+  dist::layout l = layout::even(total, c.size());
+  std::vector<T> block(l.count(c.rank()));
+  const std::size_t first = l.offset(c.rank());
+  for (std::size_t i = 0; i < block.size(); ++i) block[i] = static_cast<T>(f(first + i));
+  return vector<T>(std::move(l), oa::hold(std::move(block)), c);
+}
+
+/// A vector of the blocks each rank holds, in rank order (a collective: the
+/// ranks learn each other's counts).
+template <class T>
+vector<T> from_local(std::vector<T> block, communicator& c = world()) {
+  const auto counts = detail::each_rank<std::uint64_t>(c, "oa::dist::from_local",
+                                                       [&] { return static_cast<std::uint64_t>(block.size()); });
+  return vector<T>(layout::of_counts(std::vector<std::size_t>(counts.begin(), counts.end())),
+                   oa::hold(std::move(block)), c);
+}
+
+/// A vector of the elements of a binary file (its bytes, sizeof(T) each),
+/// laid out evenly, each rank reading only its block; the file must be at
+/// the same path on every rank. A collective: a rank that cannot read it
+/// fails every rank's call.
+template <class T>
+vector<T> read_binary(const std::string& path, communicator& c = world()) {
+  std::vector<T> block;
+  dist::layout l;
+  (void)c.exchange("oa::dist::read_binary", [&] {
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(path, ec);
+    if (ec) throw oa::invalid_argument("oa::dist::read_binary", "path", "'" + path + "': " + ec.message());
+    if (bytes % sizeof(T) != 0)
+      throw oa::invalid_argument("oa::dist::read_binary", "path",
+                                 "'" + path + "' holds " + std::to_string(bytes) + " bytes, not a whole number of " +
+                                     std::to_string(sizeof(T)) + "-byte elements");
+    l = layout::even(static_cast<std::size_t>(bytes / sizeof(T)), c.size());
+    block.resize(l.count(c.rank()));
+    std::ifstream in(path, std::ios::binary);
+    in.seekg(static_cast<std::streamoff>(l.offset(c.rank()) * sizeof(T)));
+    in.read(reinterpret_cast<char*>(block.data()), static_cast<std::streamsize>(block.size() * sizeof(T)));
+    if (!in) throw oa::invalid_argument("oa::dist::read_binary", "path", "'" + path + "': cannot read this rank's block");
+    return std::vector<std::byte>{};
+  });
+  return vector<T>(std::move(l), oa::hold(std::move(block)), c);
+}
+
+}  // namespace oa::dist

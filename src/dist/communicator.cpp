@@ -1,0 +1,344 @@
+// oa::dist's communicator over MPI: every collective is a non-blocking MPI
+// one polled against the deadline (OA_DIST_TIMEOUT), with a status beside
+// each rank's bytes so that a failure on one rank reaches every caller.
+
+#include "oa/dist/communicator.hpp"
+
+#include "oa/core/config.hpp"
+#include "oa/core/runtime.hpp"
+
+#if OA_HAS_MPI
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#endif
+
+namespace oa::dist {
+
+#if !OA_HAS_MPI
+
+bool available() noexcept { return false; }
+
+communicator& world() {
+  throw oa::error(
+      "oa::dist::world: this oa was built without MPI (configure it with -DOA_ENABLE_MPI=ON where MPI is "
+      "installed, e.g. Debian's libopenmpi-dev): distributed values cannot be made");
+}
+
+#else
+
+bool available() noexcept { return true; }
+
+namespace {
+
+using bytes = std::vector<std::byte>;
+
+/// Ranks whose arrival is tracked one by one (a zero-byte message to every
+/// other rank per collective) so that a deadline can name them; above it
+/// the deadline says only that some rank did not arrive.
+constexpr int named_ranks = 64;
+
+std::string mpi_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  MPI_Error_string(code, text, &n);
+  return std::string(text, static_cast<std::size_t>(n));
+}
+
+class mpi_world final : public communicator {
+ public:
+  mpi_world() {
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (!ready) {
+      int provided = 0;
+      check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+      we_initialised_ = true;
+    }
+    // A communicator of our own: our messages never meet the program's.
+    check("MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+
+  /// At exit: MPI finalised when oa began it; after a collective that
+  /// missed its deadline the others may wait for this rank forever, so the
+  /// whole run is aborted instead.
+  void end() noexcept {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (done) return;
+    if (broken_) MPI_Abort(MPI_COMM_WORLD, 1);
+    MPI_Comm_free(&comm_);
+    if (we_initialised_) MPI_Finalize();
+  }
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  std::uint64_t network_bytes() const noexcept override { return network_; }
+
+  std::vector<bytes> exchange(const std::string& call, const std::function<bytes()>& mine) override {
+    std::lock_guard lock(mutex_);
+    usable(call);
+    std::exception_ptr own;
+    bytes payload;
+    try {
+      payload = mine();
+    } catch (const std::exception& e) {
+      own = std::current_exception();
+      payload = text_bytes(e.what());
+    } catch (...) {
+      own = std::current_exception();
+      payload = text_bytes("an exception of a type not derived from std::exception");
+    }
+    if (!own && payload.size() > static_cast<std::size_t>(INT_MAX)) {
+      own = std::make_exception_ptr(oa::error(call + ": " + std::to_string(payload.size()) +
+                                              " bytes from one rank, more than MPI's " + std::to_string(INT_MAX) +
+                                              " in one exchange (use more ranks)"));
+      payload = text_bytes("more bytes than one exchange carries");
+    }
+    arrival tokens(*this, call);
+    return gather(call, payload, own, tokens);
+  }
+
+  std::vector<bytes> all_to_all(const std::string& call, const std::function<std::vector<bytes>()>& to) override {
+    std::vector<bytes> out;
+    // The sends are made first, and every rank agrees they were, before any
+    // byte moves.
+    (void)exchange(call, [&] {
+      out = to();
+      if (out.size() != static_cast<std::size_t>(size_))
+        throw oa::error(call + ": " + std::to_string(out.size()) + " parts for " + std::to_string(size_) + " ranks");
+      std::size_t total = 0;
+      for (const bytes& part : out) total += part.size();
+      (void)count_of(call, total);
+      return bytes{};
+    });
+    std::lock_guard lock(mutex_);
+    usable(call);
+    arrival tokens(*this, call);
+    std::vector<int> send_counts(static_cast<std::size_t>(size_)), recv_counts(send_counts.size());
+    for (int r = 0; r < size_; ++r) send_counts[static_cast<std::size_t>(r)] = count_of(call, out[static_cast<std::size_t>(r)].size());
+    MPI_Request req;
+    check(call, MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_, &req));
+    wait(call, req, tokens);
+    std::vector<int> send_displs, recv_displs;
+    bytes send = flatten(out, send_counts, send_displs);
+    bytes recv(total_of(call, recv_counts, recv_displs));
+    check(call, MPI_Ialltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv.data(),
+                               recv_counts.data(), recv_displs.data(), MPI_BYTE, comm_, &req));
+    wait(call, req, tokens);
+    tokens.done();
+    std::vector<bytes> in(static_cast<std::size_t>(size_));
+    for (int r = 0; r < size_; ++r) {
+      const auto k = static_cast<std::size_t>(r);
+      const auto* from = recv.data() + recv_displs[k];
+      in[k].assign(from, from + recv_counts[k]);
+      if (r != rank_) network_ += static_cast<std::uint64_t>(send_counts[k]) + static_cast<std::uint64_t>(recv_counts[k]);
+    }
+    return in;
+  }
+
+ private:
+  /// Zero-byte messages from every rank to every other, posted as a
+  /// collective begins: those not received by the deadline name the ranks
+  /// that did not arrive.
+  struct arrival {
+    mpi_world& w;
+    std::vector<MPI_Request> reqs;  // receives by rank (this one's a null request), then sends
+    std::vector<char> token;
+    arrival(mpi_world& world, const std::string& call) : w(world) {
+      if (w.size_ == 1 || w.size_ > named_ranks) return;
+      const int tag = 1 + static_cast<int>(w.sequence_++ % 30000);
+      token.assign(static_cast<std::size_t>(w.size_), 0);
+      reqs.assign(2 * static_cast<std::size_t>(w.size_), MPI_REQUEST_NULL);
+      for (int r = 0; r < w.size_; ++r) {
+        if (r == w.rank_) continue;
+        const auto k = static_cast<std::size_t>(r);
+        w.check(call, MPI_Irecv(&token[k], 0, MPI_CHAR, r, tag, w.comm_, &reqs[k]));
+        w.check(call, MPI_Isend(nullptr, 0, MPI_CHAR, r, tag, w.comm_, &reqs[static_cast<std::size_t>(w.size_) + k]));
+      }
+    }
+    /// The ranks whose message has not come, as "rank 1, rank 3".
+    std::string missing() {
+      std::string out;
+      for (int r = 0; r < static_cast<int>(reqs.size()) / 2; ++r) {
+        int came = 1;
+        if (reqs[static_cast<std::size_t>(r)] != MPI_REQUEST_NULL)
+          MPI_Test(&reqs[static_cast<std::size_t>(r)], &came, MPI_STATUS_IGNORE);
+        if (!came) out += (out.empty() ? "rank " : ", rank ") + std::to_string(r);
+      }
+      return out;
+    }
+    int first_missing() {
+      for (int r = 0; r < static_cast<int>(reqs.size()) / 2; ++r) {
+        int came = 1;
+        if (reqs[static_cast<std::size_t>(r)] != MPI_REQUEST_NULL)
+          MPI_Test(&reqs[static_cast<std::size_t>(r)], &came, MPI_STATUS_IGNORE);
+        if (!came) return r;
+      }
+      return -1;
+    }
+    /// Every rank arrived (the collective completed): the messages are in.
+    void done() {
+      if (!reqs.empty()) MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
+      reqs.clear();
+    }
+  };
+
+  static bytes text_bytes(const std::string& s) {
+    bytes b(s.size());
+    std::memcpy(b.data(), s.data(), s.size());
+    return b;
+  }
+
+  void check(const std::string& call, int code) {
+    if (code == MPI_SUCCESS) return;
+    broken_ = true;
+    throw error(call + ": MPI failed: " + mpi_text(code), call, -1);
+  }
+
+  void usable(const std::string& call) const {
+    if (broken_)
+      throw error(call + ": an earlier oa::dist collective did not complete on every rank; the run cannot go on "
+                  "(it is aborted at exit)",
+                  call, -1);
+  }
+
+  static int count_of(const std::string& call, std::size_t n) {
+    if (n > static_cast<std::size_t>(INT_MAX))
+      throw oa::error(call + ": " + std::to_string(n) + " bytes for one rank in one exchange, more than MPI's " +
+                      std::to_string(INT_MAX) + " (use more ranks)");
+    return static_cast<int>(n);
+  }
+
+  static std::size_t total_of(const std::string& call, const std::vector<int>& counts, std::vector<int>& displs) {
+    displs.assign(counts.size(), 0);
+    std::size_t total = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      displs[r] = count_of(call, total);
+      total += static_cast<std::size_t>(counts[r]);
+    }
+    (void)count_of(call, total);
+    return total;
+  }
+
+  static bytes flatten(const std::vector<bytes>& parts, const std::vector<int>& counts, std::vector<int>& displs) {
+    std::size_t total = 0;
+    displs.assign(counts.size(), 0);
+    for (std::size_t r = 0; r < parts.size(); ++r) {
+      displs[r] = static_cast<int>(total);
+      total += parts[r].size();
+    }
+    bytes all(total);
+    for (std::size_t r = 0; r < parts.size(); ++r)
+      if (!parts[r].empty()) std::memcpy(all.data() + displs[r], parts[r].data(), parts[r].size());
+    return all;
+  }
+
+  /// Polls `req` until it completes or the deadline passes; the poll sleeps
+  /// (up to a millisecond) so that a rank waiting for others leaves the
+  /// cores to ranks still computing on the same machine.
+  void wait(const std::string& call, MPI_Request& req, arrival& tokens) {
+    const double limit = oa::current_config().dist_timeout;
+    const auto start = std::chrono::steady_clock::now();
+    auto nap = std::chrono::microseconds(20);
+    for (;;) {
+      int done = 0;
+      check(call, MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (limit > 0 && waited > limit) {
+        broken_ = true;
+        const std::string who = tokens.missing();
+        throw error(call + ": " + (who.empty() ? std::string("a rank") : who) + " of " + std::to_string(size_) +
+                        " did not arrive within " + std::to_string(static_cast<long long>(limit)) +
+                        " s (OA_DIST_TIMEOUT); this is rank " + std::to_string(rank_),
+                    call, tokens.first_missing());
+      }
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(1000));
+    }
+  }
+
+  /// Every rank's payload and failure flag; a failure anywhere is thrown on
+  /// every rank, naming the first rank that failed (on that rank, with its
+  /// own exception nested).
+  std::vector<bytes> gather(const std::string& call, const bytes& payload, const std::exception_ptr& own,
+                            arrival& tokens) {
+    const std::uint64_t head[2] = {own ? 1u : 0u, payload.size()};
+    std::vector<std::uint64_t> heads(2 * static_cast<std::size_t>(size_));
+    MPI_Request req;
+    check(call, MPI_Iallgather(head, 2, MPI_UINT64_T, heads.data(), 2, MPI_UINT64_T, comm_, &req));
+    wait(call, req, tokens);
+    std::vector<int> counts(static_cast<std::size_t>(size_)), displs;
+    for (std::size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(heads[2 * r + 1]);
+    bytes all(total_of(call, counts, displs));
+    check(call, MPI_Iallgatherv(payload.data(), static_cast<int>(payload.size()), MPI_BYTE, all.data(), counts.data(),
+                                displs.data(), MPI_BYTE, comm_, &req));
+    wait(call, req, tokens);
+    tokens.done();
+    network_ += payload.size() * static_cast<std::uint64_t>(size_ - 1) + (all.size() - payload.size());
+    int first = -1, failures = 0;
+    for (int r = 0; r < size_; ++r)
+      if (heads[2 * static_cast<std::size_t>(r)]) {
+        if (first < 0) first = r;
+        ++failures;
+      }
+    if (first >= 0) {
+      const auto k = static_cast<std::size_t>(first);
+      const std::string message(reinterpret_cast<const char*>(all.data() + displs[k]), static_cast<std::size_t>(counts[k]));
+      const std::string what = call + ": rank " + std::to_string(first) + " of " + std::to_string(size_) + " failed" +
+                               (failures > 1 ? " (and " + std::to_string(failures - 1) + " more)" : "") + ": " +
+                               message;
+      if (own) {
+        try {
+          std::rethrow_exception(own);
+        } catch (...) {
+          std::throw_with_nested(error(what, call, first));
+        }
+      }
+      throw error(what, call, first);
+    }
+    std::vector<bytes> out(static_cast<std::size_t>(size_));
+    for (std::size_t r = 0; r < out.size(); ++r) out[r].assign(all.data() + displs[r], all.data() + displs[r] + counts[r]);
+    return out;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0, size_ = 1;
+  bool we_initialised_ = false;
+  bool broken_ = false;
+  std::uint64_t sequence_ = 0, network_ = 0;
+  std::mutex mutex_;
+};
+
+/// The run's communicator: made on first use, never destroyed (MPI ends in
+/// an exit handler, after the program's last use of it).
+mpi_world* the_world = nullptr;
+
+mpi_world& the_run() {
+  static mpi_world* const w = [] {
+    the_world = new mpi_world();
+    std::atexit([] { the_world->end(); });
+    return the_world;
+  }();
+  return *w;
+}
+
+}  // namespace
+
+communicator& world() { return the_run(); }
+
+#endif
+
+}  // namespace oa::dist

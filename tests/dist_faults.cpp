@@ -1,0 +1,34 @@
+// A rank that fails to reach a collective, run under the MPI launcher on 2
+// ranks: `late` (rank 1 arrives after OA_DIST_TIMEOUT: rank 0's call fails
+// naming it, and the run is aborted at exit) or `killed` (rank 1 is killed:
+// the launcher ends the run naming it). ctest matches what they print.
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <oa/dist.hpp>
+#include <oa/oa.hpp>
+#include <string>
+#include <thread>
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  if (mode != "late" && mode != "killed") {
+    std::fprintf(stderr, "usage: dist_faults late|killed\n");
+    return 2;
+  }
+  auto& w = oa::dist::world();
+  const auto x = oa::dist::generate<double>(1000, [](std::size_t i) { return static_cast<double>(i); });
+  std::fprintf(stderr, "rank %d: first sum %g\n", w.rank(), oa::dist::reduce(x, 0.0));
+  if (w.rank() == 1) {
+    if (mode == "killed") std::raise(SIGKILL);
+    std::this_thread::sleep_for(std::chrono::duration<double>(oa::current_config().dist_timeout + 3));
+  }
+  try {
+    std::fprintf(stderr, "rank %d: second sum %g\n", w.rank(), oa::dist::reduce(x, 0.0));
+  } catch (const oa::dist::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,254 @@
+// oa::dist against one process: run under `mpirun -np 1|2|4` (ctest does),
+// every rank runs every case and computes the one-process reference itself
+// from the same generated data. Each rank's device is the one the test's
+// environment gives (ctest: an emulated device of a small budget, so every
+// block pages through it).
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <oa/dist.hpp>
+#include <oa/oa.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+oa::dist::communicator& world() { return oa::dist::world(); }
+int rank() { return world().rank(); }
+int ranks() { return world().size(); }
+
+std::int64_t int_at(std::size_t i) { return static_cast<std::int64_t>((i * 2654435761u) % 2001) - 1000; }
+double real_at(std::size_t i) { return std::sin(static_cast<double>(i) * 0.37) * 100.0 + 0.5; }
+
+template <class T, class F>
+std::vector<T> whole(std::size_t n, F f) {
+  std::vector<T> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = f(i);
+  return v;
+}
+
+/// Sizes that leave ranks empty, divide unevenly, and span many chunks.
+std::vector<std::size_t> sizes() {
+  const auto r = static_cast<std::size_t>(ranks());
+  return {0, 1, r > 1 ? r - 1 : 2, 7, 1000, 100003};
+}
+
+void check_close(double got, double want) {
+  CHECK(std::abs(got - want) <= 1e-9 * std::max(1.0, std::abs(want)));
+}
+
+}  // namespace
+
+TEST_CASE("layouts: even with the remainder first, given counts, described") {
+  const oa::dist::layout l = oa::dist::layout::even(10, 4);
+  CHECK(l.ranks() == 4);
+  CHECK(l.total() == 10);
+  CHECK(l.count(0) == 3);
+  CHECK(l.count(1) == 3);
+  CHECK(l.count(2) == 2);
+  CHECK(l.offset(3) == 8);
+  CHECK(l.describe() == "10 units over 4 ranks (3, 3, 2, 2)");
+  CHECK(oa::dist::layout::of_counts({0, 5, 0}).offset(2) == 5);
+  CHECK_THROWS_WITH_AS(oa::dist::layout::even(3, 0), "oa: oa::dist::layout::even: ranks: must be at least 1",
+                       oa::invalid_argument);
+}
+
+TEST_CASE("generate, gather on every rank and on one, the rank-local block") {
+  for (std::size_t n : sizes()) {
+    CAPTURE(n);
+    const auto x = oa::dist::generate<std::int64_t>(n, int_at);
+    CHECK(x.size() == n);
+    CHECK(x.local().get().size() == x.layout().count(rank()));
+    if (!x.local().get().empty()) CHECK(x.local().get().front() == int_at(x.offset()));
+    CHECK(x.gather() == whole<std::int64_t>(n, int_at));
+    const int root = ranks() - 1;
+    const auto at_root = x.gather(root);
+    CHECK(at_root == (rank() == root ? whole<std::int64_t>(n, int_at) : std::vector<std::int64_t>{}));
+  }
+}
+
+TEST_CASE("reductions equal one process's: integers exactly, floating point within a reordered sum") {
+  for (std::size_t n : sizes()) {
+    CAPTURE(n);
+    const auto xi = oa::dist::generate<std::int64_t>(n, int_at);
+    const auto wi = whole<std::int64_t>(n, int_at);
+    CHECK(oa::dist::reduce(xi, std::int64_t{7}) == std::reduce(wi.begin(), wi.end(), std::int64_t{7}));
+    CHECK(oa::dist::reduce(xi, std::int64_t{5000}, oa::ops::min{}) ==
+          std::min<std::int64_t>(5000, wi.empty() ? 5000 : *std::min_element(wi.begin(), wi.end())));
+    CHECK(oa::dist::count_if(xi, [](std::int64_t v) { return v > 100; }) ==
+          std::count_if(wi.begin(), wi.end(), [](std::int64_t v) { return v > 100; }));
+
+    const auto x = oa::dist::generate<double>(n, real_at);
+    const auto y = oa::dist::generate<double>(n, [](std::size_t i) { return real_at(i + 11); });
+    const auto wx = whole<double>(n, real_at);
+    const auto wy = whole<double>(n, [](std::size_t i) { return real_at(i + 11); });
+    check_close(oa::dist::reduce(x, 1.5), std::reduce(wx.begin(), wx.end(), 1.5));
+    check_close(oa::dist::transform_reduce(x, y, 0.0), std::transform_reduce(wx.begin(), wx.end(), wy.begin(), 0.0));
+    check_close(oa::dist::transform_reduce(x, 0.0, std::plus<>{}, oa::ops::square{}),
+                std::transform_reduce(wx.begin(), wx.end(), 0.0, std::plus<>{}, [](double v) { return v * v; }));
+    // Every rank holds the same bits: partials are combined in rank order.
+    const double mine = oa::dist::reduce(x, 0.0);
+    const auto all = world().exchange("test", [&] { return oa::dist::detail::to_bytes(&mine, 1); });
+    for (const auto& b : all) CHECK(oa::dist::detail::from_bytes<double>(b).at(0) == mine);
+  }
+}
+
+TEST_CASE("transforms run on each rank's block, lazily, and gather to one process's") {
+  for (std::size_t n : sizes()) {
+    CAPTURE(n);
+    const auto x = oa::dist::generate<double>(n, real_at);
+    const auto y = oa::dist::generate<double>(n, [](std::size_t i) { return real_at(3 * i); });
+    const auto sum = oa::dist::transform(x, y, std::plus<>{});
+    const auto neg = oa::dist::transform(sum, std::negate<>{});
+    CHECK_FALSE(neg.local().ready());
+    std::vector<double> want(n);
+    for (std::size_t i = 0; i < n; ++i) want[i] = -(real_at(i) + real_at(3 * i));
+    CHECK(neg.gather() == want);
+  }
+}
+
+TEST_CASE("scans equal one process's: each rank starts from the blocks before it") {
+  for (std::size_t n : sizes()) {
+    CAPTURE(n);
+    const auto xi = oa::dist::generate<std::int64_t>(n, int_at);
+    const auto wi = whole<std::int64_t>(n, int_at);
+    std::vector<std::int64_t> inc(n), exc(n);
+    std::inclusive_scan(wi.begin(), wi.end(), inc.begin());
+    std::exclusive_scan(wi.begin(), wi.end(), exc.begin(), std::int64_t{3});
+    CHECK(oa::dist::inclusive_scan(xi).gather() == inc);
+    CHECK(oa::dist::exclusive_scan(xi, std::int64_t{3}).gather() == exc);
+
+    const auto x = oa::dist::generate<double>(n, real_at);
+    const auto wx = whole<double>(n, real_at);
+    std::vector<double> want(n);
+    std::inclusive_scan(wx.begin(), wx.end(), want.begin());
+    const auto got = oa::dist::inclusive_scan(x).gather();
+    REQUIRE(got.size() == n);
+    for (std::size_t i = 0; i < n; i += 97) check_close(got[i], want[i]);
+  }
+}
+
+TEST_CASE("out of core on every rank: each block pages through the rank's device") {
+  const std::size_t per_rank = std::size_t{1} << 18;  // 2 MiB of doubles per rank
+  const std::size_t n = per_rank * static_cast<std::size_t>(ranks());
+  const auto x = oa::dist::generate<double>(n, real_at);
+  const auto y = oa::dist::generate<double>(n, [](std::size_t i) { return real_at(i + 1); });
+  oa::clear_reports();
+  const double got = oa::dist::transform_reduce(x, y, 0.0);
+  const auto wx = whole<double>(n, real_at);
+  const auto wy = whole<double>(n, [](std::size_t i) { return real_at(i + 1); });
+  check_close(got, std::transform_reduce(wx.begin(), wx.end(), wy.begin(), 0.0));
+  std::size_t chunks = 0;
+  for (const auto& r : oa::reports()) chunks = std::max(chunks, r.chunks);
+  const char* device = std::getenv("OA_DEVICE");
+  const bool emulated = device && std::string(device) == "emulated";
+  if (emulated) CHECK(chunks > 4);  // the block is larger than the budget
+
+  // A scan's unit is a block of 2 MiB: 64 MiB of int64 per rank through a
+  // budget of 4 MiB, a sixteenth of it. The reference of this rank's
+  // elements: the sum of every element before its block, then its own.
+  const oa::config was = oa::current_config();
+  oa::config small = was;
+  small.device_memory = std::size_t{4} << 20;
+  oa::set_config(small);
+  const std::size_t block = std::size_t{1} << 23;
+  const auto xi = oa::dist::generate<std::int64_t>(block * static_cast<std::size_t>(ranks()), int_at);
+  oa::clear_reports();
+  const auto scanned = oa::dist::inclusive_scan(xi);
+  const std::vector<std::int64_t>& mine = scanned.local().get();
+  std::size_t scan_chunks = 0;
+  for (const auto& r : oa::reports()) scan_chunks = std::max(scan_chunks, r.chunks);
+  if (emulated) CHECK(scan_chunks >= 16);
+  std::int64_t acc = 0;
+  for (std::size_t i = 0; i < scanned.offset(); ++i) acc += int_at(i);
+  REQUIRE(mine.size() == block);
+  bool same = true;
+  for (std::size_t i = 0; i < block; ++i) same = same && mine[i] == (acc += int_at(scanned.offset() + i));
+  CHECK(same);
+  oa::set_config(was);
+}
+
+TEST_CASE("element-wise calls on values laid out differently are refused, naming the argument") {
+  const auto a = oa::dist::generate<double>(10, real_at);
+  const oa::dist::vector<double> b(oa::dist::layout::of_counts([] {
+                                     std::vector<std::size_t> c(static_cast<std::size_t>(ranks()), 0);
+                                     c.back() = 10;
+                                     if (ranks() == 1) c.back() = 9;
+                                     return c;
+                                   }()),
+                                   oa::hold(std::vector<double>(rank() == ranks() - 1 ? (ranks() == 1 ? 9 : 10) : 0)));
+  CHECK_THROWS_AS(oa::dist::transform(a, b, std::plus<>{}), oa::invalid_argument);
+  try {
+    (void)oa::dist::transform_reduce(a, b, 0.0);
+  } catch (const oa::invalid_argument& e) {
+    CHECK(std::string(e.what()).find("oa::dist::transform_reduce: second range: laid out as") != std::string::npos);
+  }
+}
+
+TEST_CASE("an error on one rank reaches every rank's caller, naming the rank and the call") {
+  const int last = ranks() - 1;
+  const std::size_t n = 100 * static_cast<std::size_t>(ranks());
+  const auto x = oa::dist::generate<double>(n, [](std::size_t i) { return static_cast<double>(i); });
+  const double bad = static_cast<double>(n - 1);  // on the last rank only
+  const auto y = oa::dist::transform(x, [bad](double v) {
+    if (v == bad) throw std::runtime_error("a value the caller's function refuses");
+    return v;
+  });
+  bool thrown = false;
+  try {
+    (void)oa::dist::reduce(y, 0.0);
+  } catch (const oa::dist::error& e) {
+    thrown = true;
+    CHECK(e.rank() == last);
+    CHECK(e.call() == "oa::dist::reduce");
+    const std::string what = e.what();
+    CHECK(what.find("oa::dist::reduce: rank " + std::to_string(last) + " of " + std::to_string(ranks()) +
+                    " failed: ") == 0);
+    CHECK(what.find("a value the caller's function refuses") != std::string::npos);
+    // The failing rank keeps its own exception, nested.
+    bool nested = false;
+    try {
+      std::rethrow_if_nested(e);
+    } catch (const std::exception& inner) {
+      nested = std::string(inner.what()).find("refuses") != std::string::npos;
+    }
+    CHECK(nested == (rank() == last));
+  }
+  CHECK(thrown);
+  // The ranks go on together.
+  CHECK(oa::dist::reduce(x, 0.0) == static_cast<double>(n * (n - 1) / 2));
+}
+
+TEST_CASE("read_binary: each rank reads its block of a file; a file no rank can read fails every rank") {
+  const std::string path = "oa_test_dist_" + std::to_string(ranks()) + ".bin";
+  const auto want = whole<std::int64_t>(1001, int_at);
+  if (rank() == 0) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(want.data()), static_cast<std::streamsize>(want.size() * sizeof(std::int64_t)));
+  }
+  world().barrier();
+  const auto x = oa::dist::read_binary<std::int64_t>(path);
+  CHECK(x.local().get().size() == x.layout().count(rank()));
+  CHECK(x.gather() == want);
+  world().barrier();
+  if (rank() == 0) std::remove(path.c_str());
+  CHECK_THROWS_AS(oa::dist::read_binary<std::int64_t>("no_such_file.bin"), oa::dist::error);
+}
+
+TEST_CASE("from_local: blocks of every size, some empty, laid out in rank order") {
+  std::vector<std::int64_t> mine(static_cast<std::size_t>(rank()));
+  std::iota(mine.begin(), mine.end(), std::int64_t{100} * rank());
+  const auto x = oa::dist::from_local(mine);
+  std::vector<std::int64_t> want;
+  for (int r = 0; r < ranks(); ++r)
+    for (int i = 0; i < r; ++i) want.push_back(std::int64_t{100} * r + i);
+  CHECK(x.size() == want.size());
+  CHECK(x.gather() == want);
+  CHECK(oa::dist::inclusive_scan(x).gather().size() == want.size());
+}
