@@ -252,3 +252,38 @@ TEST_CASE("from_local: blocks of every size, some empty, laid out in rank order"
   CHECK(x.gather() == want);
   CHECK(oa::dist::inclusive_scan(x).gather().size() == want.size());
 }
+
+TEST_CASE("sort equals std::sort of the whole: duplicates, skewed keys, descending, shares near even") {
+  const std::size_t r = static_cast<std::size_t>(ranks());
+  struct keys {
+    const char* name;
+    std::int64_t (*at)(std::size_t);
+  };
+  const keys kinds[] = {
+      {"spread", [](std::size_t i) { return int_at(i) * 1000003 + static_cast<std::int64_t>(i % 7); }},
+      {"all equal", [](std::size_t) { return std::int64_t{42}; }},
+      {"three values", [](std::size_t i) { return static_cast<std::int64_t>((i * 7919) % 3); }},
+      {"skewed", [](std::size_t i) { return i % 16 == 0 ? static_cast<std::int64_t>(i) : std::int64_t{0}; }},
+      {"sorted already", [](std::size_t i) { return static_cast<std::int64_t>(i); }},
+  };
+  for (const auto& k : kinds)
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, r + 1, std::size_t{5000}, std::size_t{200003}}) {
+      CAPTURE(k.name);
+      CAPTURE(n);
+      const auto x = oa::dist::generate<std::int64_t>(n, k.at);
+      const auto sorted = oa::dist::sort(x);
+      auto want = whole<std::int64_t>(n, k.at);
+      std::sort(want.begin(), want.end());
+      CHECK(sorted.size() == n);
+      CHECK(sorted.gather() == want);
+      // No rank gets much more than its share, even of equal keys.
+      if (n >= 5000) CHECK(sorted.local().get().size() <= n / r + n / (4 * r) + 64);
+      const auto down = oa::dist::sort(x, std::greater<>{});
+      std::reverse(want.begin(), want.end());
+      CHECK(down.gather() == want);
+    }
+  const auto f = oa::dist::generate<float>(30011, [](std::size_t i) { return static_cast<float>(real_at(i)); });
+  auto want = whole<float>(30011, [](std::size_t i) { return static_cast<float>(real_at(i)); });
+  std::sort(want.begin(), want.end());
+  CHECK(oa::dist::sort(f).gather() == want);
+}

@@ -110,42 +110,49 @@ class mpi_world final : public communicator {
     return gather(call, payload, own, tokens);
   }
 
-  std::vector<bytes> all_to_all(const std::string& call, const std::function<std::vector<bytes>()>& to) override {
-    std::vector<bytes> out;
-    // The sends are made first, and every rank agrees they were, before any
-    // byte moves.
+  std::vector<std::size_t> all_to_all(const std::string& call, std::span<const std::byte> send,
+                                      const std::vector<std::size_t>& counts,
+                                      const std::function<std::byte*(std::size_t)>& into) override {
+    std::vector<int> send_counts(static_cast<std::size_t>(size_)), recv_counts(send_counts.size());
+    std::vector<int> send_displs, recv_displs;
     (void)exchange(call, [&] {
-      out = to();
-      if (out.size() != static_cast<std::size_t>(size_))
-        throw oa::error(call + ": " + std::to_string(out.size()) + " parts for " + std::to_string(size_) + " ranks");
-      std::size_t total = 0;
-      for (const bytes& part : out) total += part.size();
-      (void)count_of(call, total);
+      if (counts.size() != send_counts.size())
+        throw oa::error(call + ": " + std::to_string(counts.size()) + " counts for " + std::to_string(size_) + " ranks");
+      for (std::size_t r = 0; r < counts.size(); ++r) send_counts[r] = count_of(call, counts[r]);
+      if (total_of(call, send_counts, send_displs) != send.size())
+        throw oa::error(call + ": the counts do not add up to the " + std::to_string(send.size()) + " bytes to send");
       return bytes{};
     });
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    usable(call);
+    {
+      arrival tokens(*this, call);
+      MPI_Request req;
+      check(call, MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_, &req));
+      wait(call, req, tokens);
+      tokens.done();
+    }
+    lock.unlock();
+    std::byte* recv = nullptr;
+    (void)exchange(call, [&] {
+      recv = into(total_of(call, recv_counts, recv_displs));
+      return bytes{};
+    });
+    lock.lock();
     usable(call);
     arrival tokens(*this, call);
-    std::vector<int> send_counts(static_cast<std::size_t>(size_)), recv_counts(send_counts.size());
-    for (int r = 0; r < size_; ++r) send_counts[static_cast<std::size_t>(r)] = count_of(call, out[static_cast<std::size_t>(r)].size());
     MPI_Request req;
-    check(call, MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_, &req));
-    wait(call, req, tokens);
-    std::vector<int> send_displs, recv_displs;
-    bytes send = flatten(out, send_counts, send_displs);
-    bytes recv(total_of(call, recv_counts, recv_displs));
-    check(call, MPI_Ialltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv.data(),
-                               recv_counts.data(), recv_displs.data(), MPI_BYTE, comm_, &req));
+    check(call, MPI_Ialltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv, recv_counts.data(),
+                               recv_displs.data(), MPI_BYTE, comm_, &req));
     wait(call, req, tokens);
     tokens.done();
-    std::vector<bytes> in(static_cast<std::size_t>(size_));
+    std::vector<std::size_t> from(recv_counts.size());
     for (int r = 0; r < size_; ++r) {
       const auto k = static_cast<std::size_t>(r);
-      const auto* from = recv.data() + recv_displs[k];
-      in[k].assign(from, from + recv_counts[k]);
-      if (r != rank_) network_ += static_cast<std::uint64_t>(send_counts[k]) + static_cast<std::uint64_t>(recv_counts[k]);
+      from[k] = static_cast<std::size_t>(recv_counts[k]);
+      if (r != rank_) network_ += static_cast<std::uint64_t>(send_counts[k]) + from[k];
     }
-    return in;
+    return from;
   }
 
  private:
@@ -230,19 +237,6 @@ class mpi_world final : public communicator {
     }
     (void)count_of(call, total);
     return total;
-  }
-
-  static bytes flatten(const std::vector<bytes>& parts, const std::vector<int>& counts, std::vector<int>& displs) {
-    std::size_t total = 0;
-    displs.assign(counts.size(), 0);
-    for (std::size_t r = 0; r < parts.size(); ++r) {
-      displs[r] = static_cast<int>(total);
-      total += parts[r].size();
-    }
-    bytes all(total);
-    for (std::size_t r = 0; r < parts.size(); ++r)
-      if (!parts[r].empty()) std::memcpy(all.data() + displs[r], parts[r].data(), parts[r].size());
-    return all;
   }
 
   /// Polls `req` until it completes or the deadline passes; the poll sleeps

@@ -52,10 +52,15 @@ class communicator {
   virtual std::vector<std::vector<std::byte>> exchange(const std::string& call,
                                                        const std::function<std::vector<std::byte>()>& mine) = 0;
 
-  /// Each rank's bytes `to[r]` to rank r; returns what every rank sent here,
-  /// in rank order (MPI_Alltoallv). Agrees on failure as exchange() does.
-  virtual std::vector<std::vector<std::byte>> all_to_all(
-      const std::string& call, const std::function<std::vector<std::vector<std::byte>>()>& to) = 0;
+  /// Sends `counts[r]` bytes of `send` (the parts for ranks 0, 1, ...
+  /// one after another) to each rank r (MPI_Alltoallv); what the ranks send
+  /// here goes, in rank order, to the buffer `into(total bytes)` returns,
+  /// and the bytes from each rank are returned. Counts that do not add up
+  /// to `send`, or an `into` that throws, fail every rank's call as
+  /// exchange() does.
+  virtual std::vector<std::size_t> all_to_all(const std::string& call, std::span<const std::byte> send,
+                                              const std::vector<std::size_t>& counts,
+                                              const std::function<std::byte*(std::size_t)>& into) = 0;
 
   /// Bytes moved to and from other ranks by this rank so far.
   virtual std::uint64_t network_bytes() const noexcept = 0;

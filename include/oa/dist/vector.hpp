@@ -89,12 +89,19 @@ class vector {
     if (root < 0 || root >= comm_->size())
       throw oa::invalid_argument("oa::dist::vector::gather", "root",
                                  std::to_string(root) + " is not a rank of " + std::to_string(comm_->size()));
-    const auto parts = comm_->all_to_all("oa::dist::vector::gather", [&] {
-      std::vector<std::vector<std::byte>> to(static_cast<std::size_t>(comm_->size()));
-      to[static_cast<std::size_t>(root)] = block_bytes();
-      return to;
+    std::vector<std::byte> mine;
+    (void)comm_->exchange("oa::dist::vector::gather", [&] {
+      mine = block_bytes();
+      return std::vector<std::byte>{};
     });
-    return comm_->rank() == root ? joined(parts) : std::vector<T>{};
+    std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()), 0);
+    counts[static_cast<std::size_t>(root)] = mine.size();
+    std::vector<T> all;
+    (void)comm_->all_to_all("oa::dist::vector::gather", mine, counts, [&](std::size_t bytes) {
+      all.resize(bytes / sizeof(T));
+      return reinterpret_cast<std::byte*>(all.data());
+    });
+    return all;
   }
 
  private:
