@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <oa/annotations/eigen_array.hpp>
 #include <oa/oa.hpp>
+#include <oa/dist.hpp>
 #if defined(OA_HAS_CUDA)
 #include <oa/cuda/device.hpp>
 #endif
@@ -29,6 +30,7 @@
 #include "bench_data.hpp"
 #include "bench_json.hpp"
 #include "dag_bench.hpp"
+#include "dist_bench.hpp"
 #include "gemm_bench.hpp"
 #include "stl_bench.hpp"
 #include "bench_table.hpp"
@@ -703,6 +705,9 @@ int main(int argc, char** argv) {
   app.add_option("--seed", opt.seed, "seed of the random inputs (std::mt19937_64), 0 to 2^64-1")
       ->check(oa_bench::whole_number())
       ->capture_default_str();
+  bool per_rank = false;
+  app.add_flag("--per-rank", per_rank,
+               "under an MPI launcher: --elements is each rank's block, not the total cut over the ranks");
   app.add_flag("--verify", opt.verify,
                "compare every oa/sequential/whole output with the cpu result; exit 1 past 1e-9");
   app.add_option("--json", opt.json, "append one JSON object per (run, mode) to FILE (JSON Lines)");
@@ -785,6 +790,22 @@ int main(int argc, char** argv) {
     oa::set_config(c, opt.origin);  // validates; the runtime then never reads the environment itself
     check_data_sizes(opt, gemm, type, is_gemm, is_stl);
 
+    // Under mpirun (or srun): the workload on distributed values, over every
+    // rank; rank 0 prints and writes the records.
+    if (oa_bench::under_mpi_launcher()) {
+      oa_bench::dist_options dist;
+      static_cast<oa_bench::common_options&>(dist) = opt;
+      dist.modes.clear();
+      if (app.count("--mode") > 0) dist.modes = opt.modes;
+      dist.workload = opt.workload;
+      dist.elements = opt.elements;
+      dist.per_rank = per_rank;
+      dist.type = type;
+      std::optional<json_sink> rank0_sink;
+      if (!opt.json.empty() && oa::dist::world().rank() == 0) rank0_sink.emplace(opt.json);
+      return oa_bench::run_dist(dist, rank0_sink ? &*rank0_sink : nullptr) ? 0 : 1;
+    }
+    if (per_rank) throw std::invalid_argument("--per-rank: only under an MPI launcher (mpirun -np N oa-bench ...)");
     std::optional<json_sink> sink;
     if (!opt.json.empty()) sink.emplace(opt.json);
     // A workload family's options: the common ones, its modes only when given.

@@ -99,8 +99,15 @@ vector<T> sort(const vector<T>& x, Compare comp = {}) {
 
   // Each element's rank; the elements for rank 0, then rank 1, ...
   const std::size_t n = block->size();
+  // The splitters' keys decide alone unless a splitter's key equals the
+  // element's: then rank and position do.
+  std::vector<T> keys;
+  for (const auto& sp : splitters) keys.push_back(sp.key);
   const auto rank_of = [&](std::size_t i) {
-    const tagged<T> t{(*block)[i], me, i};
+    const T& k = (*block)[i];
+    const auto d = static_cast<std::size_t>(std::upper_bound(keys.begin(), keys.end(), k, comp) - keys.begin());
+    if (d == 0 || comp(keys[d - 1], k)) return d;
+    const tagged<T> t{k, me, i};
     return static_cast<std::size_t>(std::upper_bound(splitters.begin(), splitters.end(), t, less) - splitters.begin());
   };
   std::vector<std::size_t> counts(static_cast<std::size_t>(ranks), 0), next(counts.size(), 0);

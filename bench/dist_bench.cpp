@@ -1,0 +1,302 @@
+#include "dist_bench.hpp"
+
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <numeric>
+#include <oa/annotations/eigen_array.hpp>
+#include <oa/dist.hpp>
+#include <oa/oa.hpp>
+#include <stdexcept>
+
+#include "bench_data.hpp"
+#include "bench_table.hpp"
+#include "workloads.hpp"
+
+#ifndef OA_VERSION
+#define OA_VERSION "unknown"
+#endif
+
+namespace oa_bench {
+
+bool under_mpi_launcher() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(v)) return true;
+  return false;
+}
+
+namespace {
+
+/// Element i of the generated data: the same whatever the number of ranks,
+/// so runs on different numbers of ranks compute the same thing.
+std::uint64_t mix(std::uint64_t seed, std::size_t i) {
+  std::uint64_t z = seed * 0x9e3779b97f4a7c15u + i;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9u;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebu;
+  return z ^ (z >> 31);
+}
+template <class T>
+T value_at(std::uint64_t seed, std::size_t i) {
+  const std::uint64_t z = mix(seed, i);
+  if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+  else
+    return static_cast<T>(static_cast<std::int64_t>(z % 2001) - 1000);
+}
+
+/// The largest resident size this process reached.
+std::size_t peak_host_bytes() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return static_cast<std::size_t>(ru.ru_maxrss) * 1024;
+}
+
+/// This process's resident size now (0 where /proc cannot say).
+std::size_t host_bytes_now() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t pages = 0, resident = 0;
+  statm >> pages >> resident;
+  return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+struct measured {
+  double seconds = std::numeric_limits<double>::infinity();  // the slowest rank's, best repeat
+  std::optional<double> error;                               // --verify: largest relative error over ranks
+  std::size_t peak = 0;                                      // this rank's peak resident size before --verify
+  std::uint64_t network = 0;                                 // this rank's bytes to and from others by then
+};
+
+/// What the timed runs left: the peak and the bytes between ranks (before
+/// --verify, which may gather everything to rank 0).
+void after_runs(measured& m, oa::dist::communicator& c) {
+  m.peak = peak_host_bytes();
+  m.network = c.network_bytes();
+}
+
+/// `body` once per repeat, every rank starting together; a repeat takes
+/// as long as its slowest rank. A failure on any rank fails every rank.
+template <class F>
+double timed(oa::dist::communicator& c, const dist_options& opt, F&& body) {
+  double best = std::numeric_limits<double>::infinity();
+  for (int rep = 1; rep <= opt.repeat; ++rep) {
+    if (c.rank() == 0) announce_run(opt.workload, "oa on " + std::to_string(c.size()) + " ranks", rep, opt.repeat);
+    c.barrier("oa-bench: " + opt.workload);
+    std::exception_ptr failed;
+    const auto t0 = clock_type::now();
+    try {
+      body();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    const double mine = seconds_since(t0);
+    const auto all = oa::dist::detail::each_rank<double>(c, "oa-bench: " + opt.workload, [&] {
+      if (failed) std::rethrow_exception(failed);
+      return mine;
+    });
+    best = std::min(best, *std::max_element(all.begin(), all.end()));
+  }
+  return best;
+}
+
+double largest(oa::dist::communicator& c, double mine) {
+  const auto all = oa::dist::detail::each_rank<double>(c, "oa-bench: --verify", [&] { return mine; });
+  return *std::max_element(all.begin(), all.end());
+}
+
+double relative(double got, double want) { return std::abs(got - want) / std::max(1.0, std::abs(want)); }
+
+measured blackscholes(const dist_options& opt, const oa::dist::layout& l, oa::dist::communicator& c) {
+  const workload_spec& w = find_workload("blackscholes");
+  // Each rank draws its own block (a seed of its own): element-wise, a
+  // block's results depend on its elements only.
+  std::vector<Eigen::ArrayXd> in = make_inputs(w, l.count(c.rank()), opt.seed + 1000003u * static_cast<unsigned>(c.rank()));
+  measured m;
+  std::vector<oa::lazy<Eigen::ArrayXd>> out(2);
+  m.seconds = timed(c, opt, [&] {
+    std::vector<oa::lazy<Eigen::ArrayXd>> h;
+    for (auto& x : in) h.push_back(oa::ref(x));
+    oa_workloads::blackscholes(h[0], h[1], h[2], h[3], h[4], out[0], out[1]);
+    (void)out[0].get();
+    (void)out[1].get();
+  });
+  after_runs(m, c);
+  if (opt.verify) {
+    Eigen::ArrayXd call, put;
+    oa_workloads::blackscholes(in[0], in[1], in[2], in[3], in[4], call, put);
+    m.error = largest(c, std::max(max_rel_error(out[0].get(), call), max_rel_error(out[1].get(), put)));
+  }
+  return m;
+}
+
+template <class T>
+measured transform_reduce(const dist_options& opt, std::size_t n, oa::dist::communicator& c) {
+  const auto gen = [&](std::uint64_t k) {
+    return oa::dist::generate<T>(n, [&, k](std::size_t i) { return value_at<T>(opt.seed + k, i); }, c);
+  };
+  const auto a = gen(0), b = gen(1), x = gen(2);
+  measured m;
+  T got{};
+  m.seconds = timed(c, opt, [&] { got = oa::dist::transform_reduce(oa::dist::transform(a, b, std::plus<>{}), x, T(0)); });
+  after_runs(m, c);
+  if (opt.verify) {
+    double err = 0;
+    if (c.rank() == 0) {  // one process's sum, in order
+      T want{};
+      for (std::size_t i = 0; i < n; ++i)
+        want += (value_at<T>(opt.seed, i) + value_at<T>(opt.seed + 1, i)) * value_at<T>(opt.seed + 2, i);
+      err = relative(static_cast<double>(got), static_cast<double>(want));
+    }
+    m.error = largest(c, err);
+  }
+  return m;
+}
+
+template <class T>
+measured scan(const dist_options& opt, std::size_t n, oa::dist::communicator& c) {
+  const auto x = oa::dist::generate<T>(n, [&](std::size_t i) { return value_at<T>(opt.seed, i); }, c);
+  measured m;
+  std::optional<oa::dist::vector<T>> s;
+  m.seconds = timed(c, opt, [&] {
+    s.emplace(oa::dist::inclusive_scan(x));
+    (void)s->local().get();
+  });
+  after_runs(m, c);
+  if (opt.verify) {  // this rank's block against the sum of everything before it, then its own
+    T acc{};
+    for (std::size_t i = 0; i < s->offset(); ++i) acc += value_at<T>(opt.seed, i);
+    double err = 0;
+    const std::vector<T>& mine = s->local().get();
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      acc += value_at<T>(opt.seed, s->offset() + i);
+      err = std::max(err, relative(static_cast<double>(mine[i]), static_cast<double>(acc)));
+    }
+    m.error = largest(c, err);
+  }
+  return m;
+}
+
+template <class T>
+measured sort(const dist_options& opt, std::size_t n, oa::dist::communicator& c) {
+  const auto x = oa::dist::generate<T>(n, [&](std::size_t i) { return value_at<T>(opt.seed, i); }, c);
+  measured m;
+  std::optional<oa::dist::vector<T>> s;
+  m.seconds = timed(c, opt, [&] {
+    s.emplace(oa::dist::sort(x));
+    (void)s->local().get();
+  });
+  after_runs(m, c);
+  if (opt.verify) {  // on the gathered result, on rank 0
+    const std::vector<T> all = s->gather(0);
+    double err = 0;
+    if (c.rank() == 0) {
+      std::vector<T> want(n);
+      for (std::size_t i = 0; i < n; ++i) want[i] = value_at<T>(opt.seed, i);
+      std::sort(want.begin(), want.end());
+      err = all == want ? 0.0 : 1.0;
+    }
+    m.error = largest(c, err);
+  }
+  return m;
+}
+
+template <class T>
+measured typed(const dist_options& opt, std::size_t n, oa::dist::communicator& c) {
+  if (opt.workload == "transform_reduce") return transform_reduce<T>(opt, n, c);
+  if (opt.workload == "scan") return scan<T>(opt, n, c);
+  return sort<T>(opt, n, c);
+}
+
+}  // namespace
+
+bool run_dist(const dist_options& opt, json_sink* sink) {
+  if (!oa::dist::available())
+    throw std::invalid_argument("started by an MPI launcher, but this oa was built without MPI (OA_ENABLE_MPI)");
+  const std::vector<std::string> known{"blackscholes", "transform_reduce", "scan", "sort"};
+  if (std::find(known.begin(), known.end(), opt.workload) == known.end())
+    throw std::invalid_argument("--workload " + opt.workload +
+                                ": not distributed over ranks yet (under an MPI launcher: blackscholes, "
+                                "transform_reduce, scan, sort)");
+  for (const auto& mode : opt.modes)
+    if (mode != "oa")
+      throw std::invalid_argument("--mode " + mode + ": under an MPI launcher oa-bench runs mode oa on distributed values");
+  if (opt.type != "double" && opt.type != "int64" && opt.workload != "blackscholes")
+    throw std::invalid_argument("--type " + opt.type + ": distributed workloads take double or int64");
+  configure_oa_mode(opt, false);
+  oa::dist::communicator& c = oa::dist::world();
+  const std::size_t ranks = static_cast<std::size_t>(c.size());
+  const std::size_t n = opt.per_rank ? opt.elements * ranks : opt.elements;
+  const oa::dist::layout l = oa::dist::layout::even(n, c.size());
+  if (c.rank() == 0)
+    std::cerr << opt.workload << ": " << n << " elements over " << ranks << " ranks (" << l.count(0)
+              << " on rank 0)\n";
+  (void)oa::current_device();  // made before any run is timed
+  // What the process holds before the workload makes its data (libraries,
+  // MPI's shared memory, the device): the run's own peak is above it.
+  const std::size_t start = host_bytes_now();
+  const std::uint64_t sent_before = c.network_bytes();
+  const measured m = opt.workload == "blackscholes" ? blackscholes(opt, l, c)
+                     : opt.type == "int64"          ? typed<std::int64_t>(opt, n, c)
+                                                    : typed<double>(opt, n, c);
+  const std::uint64_t moved = m.network - sent_before;
+  const auto moved_all = oa::dist::detail::each_rank<std::uint64_t>(c, "oa-bench", [&] { return moved; });
+  // Peaks before --verify, which may gather everything to rank 0.
+  const auto peak_all = oa::dist::detail::each_rank<std::uint64_t>(c, "oa-bench", [&] { return m.peak; });
+  const auto added_all = oa::dist::detail::each_rank<std::uint64_t>(c, "oa-bench", [&] {
+    return static_cast<std::uint64_t>(m.peak - std::min(m.peak, start));
+  });
+  // Each byte between ranks is counted by the rank that sent it and the rank that took it.
+  const std::uint64_t network = std::accumulate(moved_all.begin(), moved_all.end(), std::uint64_t{0}) / 2;
+  const std::uint64_t peak = *std::max_element(peak_all.begin(), peak_all.end());
+  const std::uint64_t added = *std::max_element(added_all.begin(), added_all.end());
+  const bool ok = !m.error || *m.error <= (opt.type == "int64" && opt.workload != "blackscholes" ? 0.0 : 1e-9);
+  if (c.rank() != 0) return ok;
+
+  const double total_rate = static_cast<double>(n) / m.seconds;
+  std::cout << (emulated_run(opt) ? "(emulated devices: not GPU timings)\n" : "")
+            << "workload          ranks    elements    per rank    seconds    Melem/s  per rank   network  peak host"
+               "  run's peak   error\n"
+            << std::string(124, '-') << '\n'
+            << format("%-16s %6zu %11zu %11zu %10.4f %10.1f %9.1f %9s %10s %11s %7s\n", opt.workload.c_str(), ranks,
+                      n, n / ranks, m.seconds, total_rate / 1e6, total_rate / 1e6 / static_cast<double>(ranks),
+                      format_bytes(static_cast<double>(network)).c_str(),
+                      format_bytes(static_cast<double>(peak)).c_str(),
+                      format_bytes(static_cast<double>(added)).c_str(),
+                      m.error ? format("%.1e", *m.error).c_str() : "-");
+  if (sink) {
+    nlohmann::json r;
+    r["workload"] = opt.workload;
+    r["mode"] = "oa";
+    r["type"] = opt.workload == "blackscholes" ? "double" : opt.type;
+    r["ranks"] = ranks;
+    r["elements"] = n;
+    r["elements_per_rank"] = n / ranks;
+    r["per_rank"] = opt.per_rank;
+    r["seconds"] = m.seconds;
+    r["elements_per_second"] = total_rate;
+    r["elements_per_second_per_rank"] = total_rate / static_cast<double>(ranks);
+    r["network_bytes"] = network;
+    r["peak_host_bytes"] = peak;    // the largest peak resident size of a rank
+    r["run_peak_host_bytes"] = added;  // the largest of a rank's peak above what it held before the workload
+    r["max_rel_error"] = m.error ? nlohmann::json(*m.error) : nlohmann::json(nullptr);
+    r["device"] = oa::current_device().name();
+    r["emulated"] = emulated_run(opt);
+    r["link_gbps"] = opt.link_gbps;
+    r["device_memory_budget"] = oa::current_device().memory_budget();
+    r["repeat"] = opt.repeat;
+    r["seed"] = opt.seed;
+    r["hostname"] = hostname();
+    r["oa_version"] = OA_VERSION;
+    r["timestamp"] = utc_timestamp();
+    sink->write(r);
+  }
+  return ok;
+}
+
+}  // namespace oa_bench
