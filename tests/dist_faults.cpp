@@ -1,7 +1,9 @@
-// A rank that fails to reach a collective, run under the MPI launcher on 2
-// ranks: `late` (rank 1 arrives after OA_DIST_TIMEOUT: rank 0's call fails
-// naming it, and the run is aborted at exit) or `killed` (rank 1 is killed:
-// the launcher ends the run naming it). ctest matches what they print.
+// Ranks out of step, run under the MPI launcher on 2 ranks: `late` (rank 1
+// arrives after OA_DIST_TIMEOUT: rank 0 says so naming it, and the run is
+// aborted), `killed` (rank 1 is killed: the launcher ends the run naming
+// it), `order` (the ranks call different collectives: each call fails
+// naming the other rank, and the run is aborted at exit). ctest matches
+// what they print.
 
 #include <chrono>
 #include <csignal>
@@ -13,8 +15,8 @@
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "late" && mode != "killed") {
-    std::fprintf(stderr, "usage: dist_faults late|killed\n");
+  if (mode != "late" && mode != "killed" && mode != "order") {
+    std::fprintf(stderr, "usage: dist_faults late|killed|order\n");
     return 2;
   }
   auto& w = oa::dist::world();
@@ -22,9 +24,12 @@ int main(int argc, char** argv) {
   std::fprintf(stderr, "rank %d: first sum %g\n", w.rank(), oa::dist::reduce(x, 0.0));
   if (w.rank() == 1) {
     if (mode == "killed") std::raise(SIGKILL);
-    std::this_thread::sleep_for(std::chrono::duration<double>(oa::current_config().dist_timeout + 3));
+    if (mode == "late") std::this_thread::sleep_for(std::chrono::duration<double>(oa::current_config().dist_timeout + 3));
   }
   try {
+    if (mode == "order" && w.rank() == 1)
+      std::fprintf(stderr, "rank %d: count %lld\n", w.rank(),
+                   static_cast<long long>(oa::dist::count_if(x, [](double v) { return v > 10; })));
     std::fprintf(stderr, "rank %d: second sum %g\n", w.rank(), oa::dist::reduce(x, 0.0));
   } catch (const oa::dist::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

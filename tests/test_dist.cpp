@@ -15,6 +15,7 @@
 #include <oa/dist.hpp>
 #include <oa/oa.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -286,4 +287,48 @@ TEST_CASE("sort equals std::sort of the whole: duplicates, skewed keys, descendi
   auto want = whole<float>(30011, [](std::size_t i) { return static_cast<float>(real_at(i)); });
   std::sort(want.begin(), want.end());
   CHECK(oa::dist::sort(f).gather() == want);
+}
+
+TEST_CASE("a collective begun inside another's local part, or from a second thread, is refused, never a hang") {
+  const auto x = oa::dist::generate<double>(100, [](std::size_t i) { return static_cast<double>(i); });
+  // A call evaluated for a reduction that itself calls a collective.
+  const auto y = oa::dist::transform(x, [&x](double v) { return v + oa::dist::reduce(x, 0.0); });
+  bool refused = false;
+  try {
+    (void)oa::dist::reduce(y, 0.0);
+  } catch (const oa::dist::error& e) {
+    refused = std::string(e.what()).find("collectives are called") != std::string::npos;
+  }
+  CHECK(refused);
+  // Rank 0's second thread while its first waits in a collective for rank 1.
+  std::string second;
+  std::thread other;
+  if (rank() == 0 && ranks() > 1)
+    other = std::thread([&] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      try {
+        world().barrier();
+      } catch (const oa::dist::error& e) {
+        second = e.what();
+      }
+    });
+  if (rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(oa::dist::reduce(x, 0.0) == 4950.0);
+  if (other.joinable()) {
+    other.join();
+    CHECK(second.find("another thread of this rank is in an oa::dist collective") != std::string::npos);
+  }
+  CHECK(oa::dist::reduce(x, 1.0) == 4951.0);  // in step still
+}
+
+TEST_CASE("a block that holds other than its layout's count fails every rank's call") {
+  const oa::dist::layout l = oa::dist::layout::even(10, ranks());
+  const oa::dist::vector<double> b(l, oa::hold(std::vector<double>(rank() == 0 ? l.count(0) + 1 : l.count(rank()), 1.0)));
+  bool named = false;
+  try {
+    (void)oa::dist::reduce(b, 0.0);
+  } catch (const oa::dist::error& e) {
+    named = e.rank() == 0 && std::string(e.what()).find("rank 0's block holds") != std::string::npos;
+  }
+  CHECK(named);
 }

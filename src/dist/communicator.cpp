@@ -17,7 +17,9 @@
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <mutex>
+#include <atomic>
+#include <cstdio>
+#include <sstream>
 #include <thread>
 #endif
 
@@ -53,6 +55,19 @@ std::string mpi_text(int code) {
   return std::string(text, static_cast<std::size_t>(n));
 }
 
+/// FNV-1a of a call's name: ranks compare it to know they are in the same collective.
+std::uint64_t name_hash(const std::string& s) {
+  std::uint64_t h = 0xcbf29ce484222325u;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3u;
+  return h;
+}
+
+/// Each rank's first message in every collective: whether its part
+/// failed, its bytes, and which collective it is in.
+struct header {
+  std::uint64_t failed, size, sequence, call;
+};
+
 class mpi_world final : public communicator {
  public:
   mpi_world() {
@@ -70,8 +85,8 @@ class mpi_world final : public communicator {
     MPI_Comm_size(comm_, &size_);
   }
 
-  /// At exit: MPI finalised when oa began it; after a collective that
-  /// missed its deadline the others may wait for this rank forever, so the
+  /// At exit: MPI finalised when oa began it; after ranks were found in
+  /// different collectives they cannot be trusted to end together, so the
   /// whole run is aborted instead.
   void end() noexcept {
     int done = 0;
@@ -84,78 +99,80 @@ class mpi_world final : public communicator {
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
-  std::uint64_t network_bytes() const noexcept override { return network_; }
+  std::uint64_t network_bytes() const noexcept override { return network_.load(std::memory_order_relaxed); }
 
   std::vector<bytes> exchange(const std::string& call, const std::function<bytes()>& mine) override {
-    std::lock_guard lock(mutex_);
-    usable(call);
-    std::exception_ptr own;
-    bytes payload;
-    try {
-      payload = mine();
-    } catch (const std::exception& e) {
-      own = std::current_exception();
-      payload = text_bytes(e.what());
-    } catch (...) {
-      own = std::current_exception();
-      payload = text_bytes("an exception of a type not derived from std::exception");
-    }
-    if (!own && payload.size() > static_cast<std::size_t>(INT_MAX)) {
-      own = std::make_exception_ptr(oa::error(call + ": " + std::to_string(payload.size()) +
-                                              " bytes from one rank, more than MPI's " + std::to_string(INT_MAX) +
-                                              " in one exchange (use more ranks)"));
-      payload = text_bytes("more bytes than one exchange carries");
-    }
-    arrival tokens(*this, call);
-    return gather(call, payload, own, tokens);
+    const entry in(*this, call);
+    return gather(call, mine);
   }
 
   std::vector<std::size_t> all_to_all(const std::string& call, std::span<const std::byte> send,
                                       const std::vector<std::size_t>& counts,
                                       const std::function<std::byte*(std::size_t)>& into) override {
+    const entry in(*this, call);
     std::vector<int> send_counts(static_cast<std::size_t>(size_)), recv_counts(send_counts.size());
     std::vector<int> send_displs, recv_displs;
-    (void)exchange(call, [&] {
+    (void)gather(call, [&] {
       if (counts.size() != send_counts.size())
         throw oa::error(call + ": " + std::to_string(counts.size()) + " counts for " + std::to_string(size_) + " ranks");
-      for (std::size_t r = 0; r < counts.size(); ++r) send_counts[r] = count_of(call, counts[r]);
-      if (total_of(call, send_counts, send_displs) != send.size())
+      for (std::size_t r = 0; r < counts.size(); ++r) send_counts[r] = count_of(call, counts[r], "to one rank");
+      if (displacements(call, send_counts, send_displs, "from one rank") != send.size())
         throw oa::error(call + ": the counts do not add up to the " + std::to_string(send.size()) + " bytes to send");
       return bytes{};
     });
-    std::unique_lock lock(mutex_);
-    usable(call);
+    MPI_Request req;
     {
       arrival tokens(*this, call);
-      MPI_Request req;
       check(call, MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_, &req));
       wait(call, req, tokens);
       tokens.done();
     }
-    lock.unlock();
     std::byte* recv = nullptr;
-    (void)exchange(call, [&] {
-      recv = into(total_of(call, recv_counts, recv_displs));
+    (void)gather(call, [&] {
+      recv = into(displacements(call, recv_counts, recv_displs, "to one rank"));
       return bytes{};
     });
-    lock.lock();
-    usable(call);
     arrival tokens(*this, call);
-    MPI_Request req;
     check(call, MPI_Ialltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv, recv_counts.data(),
                                recv_displs.data(), MPI_BYTE, comm_, &req));
     wait(call, req, tokens);
     tokens.done();
     std::vector<std::size_t> from(recv_counts.size());
+    std::uint64_t moved = 0;
     for (int r = 0; r < size_; ++r) {
       const auto k = static_cast<std::size_t>(r);
       from[k] = static_cast<std::size_t>(recv_counts[k]);
-      if (r != rank_) network_ += static_cast<std::uint64_t>(send_counts[k]) + from[k];
+      if (r != rank_) moved += static_cast<std::uint64_t>(send_counts[k]) + from[k];
     }
+    network_ += moved;
     return from;
   }
 
  private:
+  /// A collective under way on this rank: one thread at a time, and none
+  /// begun inside another's local part (a call evaluated for it), since the
+  /// other ranks could not tell which is which.
+  class entry {
+   public:
+    entry(mpi_world& w, const std::string& call) : w_(w) {
+      std::thread::id none;
+      if (!w.owner_.compare_exchange_strong(none, std::this_thread::get_id()))
+        throw error(none == std::this_thread::get_id()
+                        ? call + ": called inside another oa::dist collective's local part (a call evaluated for "
+                                 "it): collectives are called by the program, one after another"
+                        : call + ": called while another thread of this rank is in an oa::dist collective: "
+                                 "collectives are called by one thread at a time, in the same order on every rank",
+                    call, -1);
+      w.usable(call);
+    }
+    ~entry() { w_.owner_.store(std::thread::id{}); }
+    entry(const entry&) = delete;
+    entry& operator=(const entry&) = delete;
+
+   private:
+    mpi_world& w_;
+  };
+
   /// Zero-byte messages from every rank to every other, posted as a
   /// collective begins: those not received by the deadline name the ranks
   /// that did not arrive.
@@ -165,7 +182,7 @@ class mpi_world final : public communicator {
     std::vector<char> token;
     arrival(mpi_world& world, const std::string& call) : w(world) {
       if (w.size_ == 1 || w.size_ > named_ranks) return;
-      const int tag = 1 + static_cast<int>(w.sequence_++ % 30000);
+      const int tag = 1 + static_cast<int>(w.tag_++ % 30000);
       token.assign(static_cast<std::size_t>(w.size_), 0);
       reqs.assign(2 * static_cast<std::size_t>(w.size_), MPI_REQUEST_NULL);
       for (int r = 0; r < w.size_; ++r) {
@@ -185,15 +202,6 @@ class mpi_world final : public communicator {
         if (!came) out += (out.empty() ? "rank " : ", rank ") + std::to_string(r);
       }
       return out;
-    }
-    int first_missing() {
-      for (int r = 0; r < static_cast<int>(reqs.size()) / 2; ++r) {
-        int came = 1;
-        if (reqs[static_cast<std::size_t>(r)] != MPI_REQUEST_NULL)
-          MPI_Test(&reqs[static_cast<std::size_t>(r)], &came, MPI_STATUS_IGNORE);
-        if (!came) return r;
-      }
-      return -1;
     }
     /// Every rank arrived (the collective completed): the messages are in.
     void done() {
@@ -216,67 +224,110 @@ class mpi_world final : public communicator {
 
   void usable(const std::string& call) const {
     if (broken_)
-      throw error(call + ": an earlier oa::dist collective did not complete on every rank; the run cannot go on "
+      throw error(call + ": an earlier oa::dist collective found the ranks out of step; the run cannot go on "
                   "(it is aborted at exit)",
                   call, -1);
   }
 
-  static int count_of(const std::string& call, std::size_t n) {
+  /// MPI's counts and displacements are ints.
+  static int count_of(const std::string& call, std::size_t n, const char* where) {
     if (n > static_cast<std::size_t>(INT_MAX))
-      throw oa::error(call + ": " + std::to_string(n) + " bytes for one rank in one exchange, more than MPI's " +
-                      std::to_string(INT_MAX) + " (use more ranks)");
+      throw error(call + ": " + std::to_string(n) + " bytes " + where + " in one exchange, more than MPI's " +
+                      std::to_string(INT_MAX) + " (an int)",
+                  call, -1);
     return static_cast<int>(n);
   }
 
-  static std::size_t total_of(const std::string& call, const std::vector<int>& counts, std::vector<int>& displs) {
+  /// The displacements of `counts` laid end to end; their total.
+  static std::size_t displacements(const std::string& call, const std::vector<int>& counts, std::vector<int>& displs,
+                                   const char* where) {
     displs.assign(counts.size(), 0);
     std::size_t total = 0;
     for (std::size_t r = 0; r < counts.size(); ++r) {
-      displs[r] = count_of(call, total);
+      displs[r] = count_of(call, total, where);
       total += static_cast<std::size_t>(counts[r]);
     }
-    (void)count_of(call, total);
+    (void)count_of(call, total, where);
     return total;
   }
 
-  /// Polls `req` until it completes or the deadline passes; the poll sleeps
-  /// (up to a millisecond) so that a rank waiting for others leaves the
-  /// cores to ranks still computing on the same machine.
+  /// Polls `req` until it completes. Past the deadline the ranks cannot
+  /// agree on anything (MPI cannot cancel a collective begun, and its
+  /// buffers would be written after this call returned): the error, naming
+  /// the ranks that did not arrive, goes to stderr and the run is aborted.
+  /// The poll spins briefly, then sleeps (up to half a millisecond) so that
+  /// a rank waiting for others leaves the cores to ranks still computing.
   void wait(const std::string& call, MPI_Request& req, arrival& tokens) {
     const double limit = oa::current_config().dist_timeout;
     const auto start = std::chrono::steady_clock::now();
-    auto nap = std::chrono::microseconds(20);
-    for (;;) {
+    auto nap = std::chrono::microseconds(0);
+    for (int polls = 0;; ++polls) {
       int done = 0;
       check(call, MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) return;
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (limit > 0 && waited > limit) {
-        broken_ = true;
         const std::string who = tokens.missing();
-        throw error(call + ": " + (who.empty() ? std::string("a rank") : who) + " of " + std::to_string(size_) +
-                        " did not arrive within " + std::to_string(static_cast<long long>(limit)) +
-                        " s (OA_DIST_TIMEOUT); this is rank " + std::to_string(rank_),
-                    call, tokens.first_missing());
+        std::ostringstream what;
+        what << "oa: " << call << ": " << (who.empty() ? std::string("a rank") : who) << " of " << size_
+             << " did not arrive within " << limit << " s (OA_DIST_TIMEOUT); this is rank " << rank_
+             << "; the run is aborted\n";
+        std::fputs(what.str().c_str(), stderr);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, 1);
       }
+      if (polls < 64) {
+        std::this_thread::yield();
+        continue;
+      }
+      nap = std::min(std::max(nap * 2, std::chrono::microseconds(10)), std::chrono::microseconds(500));
       std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(1000));
     }
   }
 
-  /// Every rank's payload and failure flag; a failure anywhere is thrown on
-  /// every rank, naming the first rank that failed (on that rank, with its
-  /// own exception nested).
-  std::vector<bytes> gather(const std::string& call, const bytes& payload, const std::exception_ptr& own,
-                            arrival& tokens) {
-    const std::uint64_t head[2] = {own ? 1u : 0u, payload.size()};
-    std::vector<std::uint64_t> heads(2 * static_cast<std::size_t>(size_));
+  /// Every rank's bytes from `mine` and failure flag, after headers that
+  /// check the ranks are in the same collective; a failure anywhere is
+  /// thrown on every rank, naming the first rank that failed (on that rank,
+  /// with its own exception nested).
+  std::vector<bytes> gather(const std::string& call, const std::function<bytes()>& mine) {
+    std::exception_ptr own;
+    bytes payload;
+    try {
+      payload = mine();
+      if (payload.size() > static_cast<std::size_t>(INT_MAX))
+        (void)count_of(call, payload.size(), "from one rank");
+    } catch (const std::exception& e) {
+      own = std::current_exception();
+      payload = text_bytes(e.what());
+    } catch (...) {
+      own = std::current_exception();
+      payload = text_bytes("an exception of a type not derived from std::exception");
+    }
+    arrival tokens(*this, call);
+    const header mine_h{own ? 1u : 0u, payload.size(), sequence_++, name_hash(call)};
+    std::vector<header> heads(static_cast<std::size_t>(size_));
     MPI_Request req;
-    check(call, MPI_Iallgather(head, 2, MPI_UINT64_T, heads.data(), 2, MPI_UINT64_T, comm_, &req));
+    check(call, MPI_Iallgather(&mine_h, 4, MPI_UINT64_T, heads.data(), 4, MPI_UINT64_T, comm_, &req));
     wait(call, req, tokens);
+    for (int r = 0; r < size_; ++r) {
+      const header& h = heads[static_cast<std::size_t>(r)];
+      if (h.sequence == mine_h.sequence && h.call == mine_h.call) continue;
+      tokens.done();
+      broken_ = true;
+      throw error(call + ": rank " + std::to_string(r) + " is in another oa::dist collective (number " +
+                      std::to_string(h.sequence + 1) + " there, " + std::to_string(mine_h.sequence + 1) +
+                      " here): every rank calls the same collectives in the same order",
+                  call, r);
+    }
     std::vector<int> counts(static_cast<std::size_t>(size_)), displs;
-    for (std::size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(heads[2 * r + 1]);
-    bytes all(total_of(call, counts, displs));
+    for (std::size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(heads[r].size);
+    bytes all;
+    try {
+      all.resize(displacements(call, counts, displs, "to one rank"));
+    } catch (...) {
+      tokens.done();
+      throw;  // every rank computed the same total from the same headers
+    }
     check(call, MPI_Iallgatherv(payload.data(), static_cast<int>(payload.size()), MPI_BYTE, all.data(), counts.data(),
                                 displs.data(), MPI_BYTE, comm_, &req));
     wait(call, req, tokens);
@@ -284,7 +335,7 @@ class mpi_world final : public communicator {
     network_ += payload.size() * static_cast<std::uint64_t>(size_ - 1) + (all.size() - payload.size());
     int first = -1, failures = 0;
     for (int r = 0; r < size_; ++r)
-      if (heads[2 * static_cast<std::size_t>(r)]) {
+      if (heads[static_cast<std::size_t>(r)].failed) {
         if (first < 0) first = r;
         ++failures;
       }
@@ -311,9 +362,10 @@ class mpi_world final : public communicator {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1;
   bool we_initialised_ = false;
-  bool broken_ = false;
-  std::uint64_t sequence_ = 0, network_ = 0;
-  std::mutex mutex_;
+  std::atomic<bool> broken_{false};
+  std::uint64_t sequence_ = 0, tag_ = 0;
+  std::atomic<std::uint64_t> network_{0};
+  std::atomic<std::thread::id> owner_{};
 };
 
 /// The run's communicator: made on first use, never destroyed (MPI ends in

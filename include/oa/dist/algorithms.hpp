@@ -58,7 +58,10 @@ std::optional<T> fold(std::optional<T> start, const std::vector<T>& partials, co
 /// order after init.
 template <class T, class Op, class Like, class F>
 T combine(const char* call, const vector<Like>& x, T init, const Op& op, F&& local) {
-  const auto partials = detail::each_rank<T>(x.comm(), call, [&] { return T(local().get()); });
+  const auto partials = detail::each_rank<T>(x.comm(), call, [&] {
+    (void)x.block(call);
+    return T(local().get());
+  });
   return *fold<T>(std::optional<T>(init), partials, x.layout(), x.layout().ranks(), op);
 }
 
@@ -120,6 +123,7 @@ std::int64_t count_if(const vector<T>& x, P p) {
 template <class T, class Op = std::plus<>>
 vector<T> inclusive_scan(const vector<T>& x, Op op = {}) {
   const auto totals = detail::each_rank<T>(x.comm(), "oa::dist::inclusive_scan", [&] {
+    (void)x.block("oa::dist::inclusive_scan");
     return oa::stl::reduce(x.local(), detail::identity<Op, T>(), op).get();
   });
   const std::optional<T> before = detail::fold<T>(std::nullopt, totals, x.layout(), x.comm().rank(), op);
@@ -131,7 +135,10 @@ vector<T> inclusive_scan(const vector<T>& x, Op op = {}) {
 /// totals of the blocks before it.
 template <class T, class U, class Op = std::plus<>>
 vector<U> exclusive_scan(const vector<T>& x, U init, Op op = {}) {
+  static_assert(std::is_same_v<T, U>,
+                "oa::dist::exclusive_scan: init has the elements' type (as oa::stl::exclusive_scan's)");
   const auto totals = detail::each_rank<U>(x.comm(), "oa::dist::exclusive_scan", [&] {
+    (void)x.block("oa::dist::exclusive_scan");
     return oa::stl::reduce(x.local(), detail::identity<Op, U>(), op).get();
   });
   const U start = *detail::fold<U>(std::optional<U>(init), totals, x.layout(), x.comm().rank(), op);

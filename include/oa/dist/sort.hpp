@@ -73,7 +73,7 @@ vector<T> sort(const vector<T>& x, Compare comp = {}) {
   // Samples at even steps of each block; every rank sorts them all alike.
   const std::vector<T>* block = nullptr;
   const auto parts = c.exchange(call, [&] {
-    block = &x.local().get();
+    block = &x.block(call);
     const std::size_t n = block->size();
     const std::size_t s = std::min(n, sort_samples_per_rank * static_cast<std::size_t>(ranks));
     std::vector<tagged<T>> samples(s);

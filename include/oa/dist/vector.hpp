@@ -77,6 +77,16 @@ class vector {
   std::size_t offset() const { return layout_.offset(comm_->rank()); }
   /// This rank's block, lazy: reading it gathers nothing.
   const lazy<std::vector<T>>& local() const noexcept { return local_; }
+  /// This rank's block, computed, checked against the layout (an
+  /// oa::error naming `call` when it holds another number of elements).
+  const std::vector<T>& block(const std::string& call) const {
+    const std::vector<T>& mine = local_.get();
+    if (mine.size() != layout_.count(comm_->rank()))
+      throw oa::error(call + ": rank " + std::to_string(comm_->rank()) + "'s block holds " +
+                      std::to_string(mine.size()) + " elements, its layout " +
+                      std::to_string(layout_.count(comm_->rank())));
+    return mine;
+  }
 
   /// The whole vector on every rank (a collective: every rank calls it).
   std::vector<T> gather() const {
@@ -106,11 +116,7 @@ class vector {
 
  private:
   std::vector<std::byte> block_bytes() const {
-    const std::vector<T>& mine = local_.get();
-    if (mine.size() != layout_.count(comm_->rank()))
-      throw oa::error("oa::dist::vector: rank " + std::to_string(comm_->rank()) + "'s block holds " +
-                      std::to_string(mine.size()) + " elements, its layout " +
-                      std::to_string(layout_.count(comm_->rank())));
+    const std::vector<T>& mine = block("oa::dist::vector::gather");
     return detail::to_bytes(mine.data(), mine.size());
   }
   std::vector<T> joined(const std::vector<std::vector<std::byte>>& parts) const {
@@ -155,22 +161,32 @@ vector<T> from_local(std::vector<T> block, communicator& c = world()) {
 /// fails every rank's call.
 template <class T>
 vector<T> read_binary(const std::string& path, communicator& c = world()) {
-  std::vector<T> block;
-  dist::layout l;
-  (void)c.exchange("oa::dist::read_binary", [&] {
+  const char* call = "oa::dist::read_binary";
+  // Every rank's size of the file: a path naming different files on
+  // different ranks (node-local disks) is refused, not read as one.
+  const auto sizes = detail::each_rank<std::uint64_t>(c, call, [&] {
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(path, ec);
-    if (ec) throw oa::invalid_argument("oa::dist::read_binary", "path", "'" + path + "': " + ec.message());
+    if (ec) throw oa::invalid_argument(call, "path", "'" + path + "': " + ec.message());
     if (bytes % sizeof(T) != 0)
-      throw oa::invalid_argument("oa::dist::read_binary", "path",
+      throw oa::invalid_argument(call, "path",
                                  "'" + path + "' holds " + std::to_string(bytes) + " bytes, not a whole number of " +
                                      std::to_string(sizeof(T)) + "-byte elements");
-    l = layout::even(static_cast<std::size_t>(bytes / sizeof(T)), c.size());
-    block.resize(l.count(c.rank()));
+    return static_cast<std::uint64_t>(bytes);
+  });
+  for (std::size_t r = 1; r < sizes.size(); ++r)
+    if (sizes[r] != sizes[0])
+      throw oa::dist::error(std::string(call) + ": '" + path + "' holds " + std::to_string(sizes[0]) +
+                                " bytes on rank 0 and " + std::to_string(sizes[r]) + " on rank " + std::to_string(r) +
+                                ": the ranks must read one file",
+                            call, static_cast<int>(r));
+  dist::layout l = layout::even(static_cast<std::size_t>(sizes[0] / sizeof(T)), c.size());
+  std::vector<T> block(l.count(c.rank()));
+  (void)c.exchange(call, [&] {
     std::ifstream in(path, std::ios::binary);
     in.seekg(static_cast<std::streamoff>(l.offset(c.rank()) * sizeof(T)));
     in.read(reinterpret_cast<char*>(block.data()), static_cast<std::streamsize>(block.size() * sizeof(T)));
-    if (!in) throw oa::invalid_argument("oa::dist::read_binary", "path", "'" + path + "': cannot read this rank's block");
+    if (!in) throw oa::invalid_argument(call, "path", "'" + path + "': cannot read this rank's block");
     return std::vector<std::byte>{};
   });
   return vector<T>(std::move(l), oa::hold(std::move(block)), c);
