@@ -17,7 +17,9 @@ json=$out/dist-scaling.jsonl
 rm -f "$json"
 launch=(mpirun --oversubscribe)
 if ((EUID == 0)); then launch+=(--allow-run-as-root); fi
-export OMPI_MCA_btl_vader_single_copy_mechanism=none  # containers often forbid the cross-memory attach it uses
+# Open MPI's shared memory moves large messages with one copy (cross-memory
+# attach) where the machine allows it; where it does not, run this with
+# OMPI_MCA_btl_vader_single_copy_mechanism=none (about 5x slower exchanges).
 run() {
   local np=$1
   shift
