@@ -332,3 +332,34 @@ TEST_CASE("a block that holds other than its layout's count fails every rank's c
   }
   CHECK(named);
 }
+
+TEST_CASE("gemm over 1 x N, N x 1 and near-square grids equals one process's product") {
+  std::vector<oa::dist::grid> grids{oa::dist::grid::near_square(ranks()), {1, ranks()}, {ranks(), 1}};
+  struct shape {
+    std::size_t m, k, n;
+  };
+  for (const auto& g : grids)
+    for (const shape sh : {shape{37, 53, 29}, shape{1, 1, 1}, shape{5, 1, 7}, shape{64, 300, 48}}) {
+      CAPTURE(g.rows);
+      CAPTURE(g.cols);
+      CAPTURE(sh.k);
+      const auto fa = [](std::size_t i, std::size_t j) { return real_at(i * 131 + j); };
+      const auto fb = [](std::size_t i, std::size_t j) { return real_at(i * 7 + j * 1009 + 5); };
+      const auto a = oa::dist::generate_matrix<double>(sh.m, sh.k, fa, g);
+      const auto b = oa::dist::generate_matrix<double>(sh.k, sh.n, fb, g);
+      const auto c = oa::dist::gemm(a, b);
+      CHECK(c.rows() == sh.m);
+      CHECK(c.cols() == sh.n);
+      const Eigen::MatrixXd got = c.gather(0);
+      if (rank() != 0) continue;
+      Eigen::MatrixXd wa(sh.m, sh.k), wb(sh.k, sh.n);
+      for (std::size_t i = 0; i < sh.m; ++i)
+        for (std::size_t j = 0; j < sh.k; ++j) wa(i, j) = fa(i, j);
+      for (std::size_t i = 0; i < sh.k; ++i)
+        for (std::size_t j = 0; j < sh.n; ++j) wb(i, j) = fb(i, j);
+      const Eigen::MatrixXd want = wa * wb;
+      CHECK((got - want).cwiseAbs().maxCoeff() <= 1e-9 * std::max(1.0, want.cwiseAbs().maxCoeff()));
+    }
+  const auto a = oa::dist::generate_matrix<double>(4, 5, [](std::size_t, std::size_t) { return 1.0; });
+  CHECK_THROWS_AS(oa::dist::gemm(a, a), oa::invalid_argument);
+}

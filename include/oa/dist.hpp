@@ -5,5 +5,6 @@
 #include "oa/dist/algorithms.hpp"
 #include "oa/dist/communicator.hpp"
 #include "oa/dist/layout.hpp"
+#include "oa/dist/matrix.hpp"
 #include "oa/dist/sort.hpp"
 #include "oa/dist/vector.hpp"
