@@ -206,6 +206,32 @@ measured sort(const dist_options& opt, std::size_t n, oa::dist::communicator& c)
   return m;
 }
 
+/// C = A B for n x n matrices over the grid nearest square: SUMMA, each
+/// rank's products through oa::linalg::gemm.
+measured gemm(const dist_options& opt, std::size_t n, oa::dist::communicator& c) {
+  const auto fa = [&](std::size_t i, std::size_t j) { return value_at<double>(opt.seed, i * n + j); };
+  const auto fb = [&](std::size_t i, std::size_t j) { return value_at<double>(opt.seed + 1, i * n + j); };
+  const auto a = oa::dist::generate_matrix<double>(n, n, fa);
+  const auto b = oa::dist::generate_matrix<double>(n, n, fb);
+  measured m;
+  std::optional<oa::dist::matrix<double>> p;
+  m.seconds = timed(c, opt, [&] { p.emplace(oa::dist::gemm(a, b)); });
+  after_runs(m, c);
+  if (opt.verify) {  // against Eigen's product of the whole, on rank 0
+    const Eigen::MatrixXd got = p->gather(0);
+    double err = 0;
+    if (c.rank() == 0) {
+      Eigen::MatrixXd wa(n, n), wb(n, n);
+      for (std::size_t j = 0; j < n; ++j)
+        for (std::size_t i = 0; i < n; ++i) wa(i, j) = fa(i, j), wb(i, j) = fb(i, j);
+      const Eigen::MatrixXd want = wa * wb;
+      err = (got - want).cwiseAbs().maxCoeff() / std::max(1.0, want.cwiseAbs().maxCoeff());
+    }
+    m.error = largest(c, err);
+  }
+  return m;
+}
+
 template <class T>
 measured typed(const dist_options& opt, std::size_t n, oa::dist::communicator& c) {
   if (opt.workload == "transform_reduce") return transform_reduce<T>(opt, n, c);
@@ -218,30 +244,36 @@ measured typed(const dist_options& opt, std::size_t n, oa::dist::communicator& c
 bool run_dist(const dist_options& opt, json_sink* sink) {
   if (!oa::dist::available())
     throw std::invalid_argument("started by an MPI launcher, but this oa was built without MPI (OA_ENABLE_MPI)");
-  const std::vector<std::string> known{"blackscholes", "transform_reduce", "scan", "sort"};
+  const std::vector<std::string> known{"blackscholes", "transform_reduce", "scan", "sort", "gemm"};
   if (std::find(known.begin(), known.end(), opt.workload) == known.end())
     throw std::invalid_argument("--workload " + opt.workload +
                                 ": not distributed over ranks yet (under an MPI launcher: blackscholes, "
-                                "transform_reduce, scan, sort)");
+                                "transform_reduce, scan, sort, gemm)");
   for (const auto& mode : opt.modes)
     if (mode != "oa")
       throw std::invalid_argument("--mode " + mode + ": under an MPI launcher oa-bench runs mode oa on distributed values");
-  if (opt.type != "double" && opt.type != "int64" && opt.workload != "blackscholes")
+  if (opt.type != "double" && opt.type != "int64" && opt.workload != "blackscholes" && opt.workload != "gemm")
     throw std::invalid_argument("--type " + opt.type + ": distributed workloads take double or int64");
   configure_oa_mode(opt, false);
   oa::dist::communicator& c = oa::dist::world();
   const std::size_t ranks = static_cast<std::size_t>(c.size());
-  const std::size_t n = opt.per_rank ? opt.elements * ranks : opt.elements;
+  // gemm: n x n matrices (--n); its "elements" are C's.
+  const std::size_t n = opt.workload == "gemm" ? opt.elements : opt.per_rank ? opt.elements * ranks : opt.elements;
   const oa::dist::layout l = oa::dist::layout::even(n, c.size());
-  if (c.rank() == 0)
+  if (c.rank() == 0 && opt.workload == "gemm") {
+    const oa::dist::grid g = oa::dist::grid::near_square(c.size());
+    std::cerr << "gemm: " << n << " x " << n << " matrices over a " << g.rows << " x " << g.cols << " grid of ranks\n";
+  } else if (c.rank() == 0) {
     std::cerr << opt.workload << ": " << n << " elements over " << ranks << " ranks (" << l.count(0)
               << " on rank 0)\n";
+  }
   (void)oa::current_device();  // made before any run is timed
   // What the process holds before the workload makes its data (libraries,
   // MPI's shared memory, the device): the run's own peak is above it.
   const std::size_t start = host_bytes_now();
   const std::uint64_t sent_before = c.network_bytes();
-  const measured m = opt.workload == "blackscholes" ? blackscholes(opt, l, c)
+  const measured m = opt.workload == "gemm"           ? gemm(opt, n, c)
+                     : opt.workload == "blackscholes" ? blackscholes(opt, l, c)
                      : opt.type == "int64"          ? typed<std::int64_t>(opt, n, c)
                                                     : typed<double>(opt, n, c);
   const std::uint64_t moved = m.network - sent_before;
@@ -258,13 +290,19 @@ bool run_dist(const dist_options& opt, json_sink* sink) {
   const bool ok = !m.error || *m.error <= (opt.type == "int64" && opt.workload != "blackscholes" ? 0.0 : 1e-9);
   if (c.rank() != 0) return ok;
 
-  const double total_rate = static_cast<double>(n) / m.seconds;
+  // gemm's rates are of floating-point operations (2 n^3), the others' of elements.
+  const bool product = opt.workload == "gemm";
+  const double work = product ? 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n)
+                              : static_cast<double>(n);
+  const double total_rate = work / m.seconds;
   std::cout << (emulated_run(opt) ? "(emulated devices: not GPU timings)\n" : "")
-            << "workload          ranks    elements    per rank    seconds    Melem/s  per rank   network  peak host"
-               "  run's peak   error\n"
+            << (product ? "workload          ranks           n    per rank    seconds    GFLOP/s  per rank   network  peak host"
+                        : "workload          ranks    elements    per rank    seconds    Melem/s  per rank   network  peak host")
+            << "  run's peak   error\n"
             << std::string(124, '-') << '\n'
             << format("%-16s %6zu %11zu %11zu %10.4f %10.1f %9.1f %9s %10s %11s %7s\n", opt.workload.c_str(), ranks,
-                      n, n / ranks, m.seconds, total_rate / 1e6, total_rate / 1e6 / static_cast<double>(ranks),
+                      n, product ? n * n / ranks : n / ranks, m.seconds, total_rate / (product ? 1e9 : 1e6),
+                      total_rate / (product ? 1e9 : 1e6) / static_cast<double>(ranks),
                       format_bytes(static_cast<double>(network)).c_str(),
                       format_bytes(static_cast<double>(peak)).c_str(),
                       format_bytes(static_cast<double>(added)).c_str(),
@@ -273,14 +311,22 @@ bool run_dist(const dist_options& opt, json_sink* sink) {
     nlohmann::json r;
     r["workload"] = opt.workload;
     r["mode"] = "oa";
-    r["type"] = opt.workload == "blackscholes" ? "double" : opt.type;
+    r["type"] = opt.workload == "blackscholes" || product ? "double" : opt.type;
     r["ranks"] = ranks;
     r["elements"] = n;
     r["elements_per_rank"] = n / ranks;
     r["per_rank"] = opt.per_rank;
     r["seconds"] = m.seconds;
-    r["elements_per_second"] = total_rate;
-    r["elements_per_second_per_rank"] = total_rate / static_cast<double>(ranks);
+    if (product) {
+      r["n"] = n;
+      r["elements"] = n * n;
+      r["elements_per_rank"] = n * n / ranks;
+      r["gflops"] = total_rate / 1e9;
+      r["gflops_per_rank"] = total_rate / 1e9 / static_cast<double>(ranks);
+    } else {
+      r["elements_per_second"] = total_rate;
+      r["elements_per_second_per_rank"] = total_rate / static_cast<double>(ranks);
+    }
     r["network_bytes"] = network;
     r["peak_host_bytes"] = peak;    // the largest peak resident size of a rank
     r["run_peak_host_bytes"] = added;  // the largest of a rank's peak above what it held before the workload

@@ -3,7 +3,8 @@
 # Black-Scholes (a fixed block of 2Mi elements per rank, each rank's
 # emulated device with its own 0.5 GB/s link, so the ranks do not compete
 # for the cores), strong scaling of the distributed reduction, scan and sort
-# (16Mi int64 in all, host devices), and a sort of 2^26 int64 over 4 ranks
+# (16Mi int64 in all, host devices) and of a 1536^3 product (SUMMA over the
+# grid nearest square), and a sort of 2^26 int64 over 4 ranks
 # checked against std::sort of the gathered data. Every run --verify'd.
 #   bench/dist_scaling.sh OUT_DIR [OA_BENCH]
 # Appends the tables to OUT_DIR/dist-scaling.log, writes the JSON lines to
@@ -37,6 +38,9 @@ run() {
       run $np --workload $w --type int64 --elements 16Mi --device host --repeat 3
     done
   done
+  for np in 1 2 4; do
+    run $np --workload gemm --n 1536 --device host --repeat 3
+  done
   run 4 --workload sort --type int64 --elements 2^26 --device host
 } | tee -a "$out/dist-scaling.log"
 python3 - "$json" <<'PY' | tee -a "$out/dist-scaling.log"
@@ -52,6 +56,7 @@ for r in rows:
     if not b or r["ranks"] == 1 or r["elements"] != b["elements"] * (r["ranks"] if r["per_rank"] else 1):
         continue
     kind = "weak" if r["per_rank"] else "strong"
-    eff = r["elements_per_second_per_rank"] / b["elements_per_second_per_rank"]
+    rate = "gflops_per_rank" if r["workload"] == "gemm" else "elements_per_second_per_rank"
+    eff = r[rate] / b[rate]
     print(f'{r["workload"]:<17} {kind:<6} {r["ranks"]} ranks: {eff:.2f}')
 PY

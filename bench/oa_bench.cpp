@@ -798,7 +798,7 @@ int main(int argc, char** argv) {
       dist.modes.clear();
       if (app.count("--mode") > 0) dist.modes = opt.modes;
       dist.workload = opt.workload;
-      dist.elements = opt.elements;
+      dist.elements = is_gemm ? gemm.n : opt.elements;
       dist.per_rank = per_rank;
       dist.type = type;
       std::optional<json_sink> rank0_sink;
