@@ -11,6 +11,12 @@ The GEMM picture (records of --workload gemm): GFLOP/s of each mode against
 the operands' size over the budget, and beside it the bytes oa moved over
 the I/O lower bound for that budget (1 is the bound; no schedule does better).
 
+The scaling picture (records of oa-bench under mpirun, which carry `ranks`):
+for each workload, the efficiency against one rank by the number of ranks:
+weak scaling (a fixed block per rank, --per-rank: per-rank throughput over
+one rank's) and strong scaling (a fixed total: throughput over ranks times
+one rank's). 1 is perfect.
+
     bench/plot.py RECORDS.jsonl... [--out DIR]   PNG files (needs matplotlib)
     bench/plot.py RECORDS.jsonl... --table       the series as text (no matplotlib)
 
@@ -52,7 +58,7 @@ def paging_series(records):
     are left out.
     """
     reference = {}  # (workload, elements) -> (budget, device) of the paged modes
-    records = [r for r in records if r.get("workload") != "gemm"]
+    records = [r for r in records if r.get("workload") != "gemm" and "ranks" not in r]
     for r in records:
         if r.get("mode") in ("oa", "sequential") and r.get("device_memory_budget"):
             reference.setdefault((r["workload"], r["elements"]), (r["device_memory_budget"], r["device"]))
@@ -77,7 +83,7 @@ def gemm_series(records):
     Modes without a budget (the CPU and cuBLAS baselines) take the budget and
     device of the first oa run of the same size and type.
     """
-    gemm = [r for r in records if r.get("workload") == "gemm"]
+    gemm = [r for r in records if r.get("workload") == "gemm" and "ranks" not in r]
     reference = {}
     for r in gemm:
         if r.get("mode") in ("oa", "sequential") and r.get("device_memory_budget"):
@@ -141,6 +147,68 @@ def draw_gemm(series, out_dir, plt):
     return written
 
 
+def scaling_series(records):
+    """{(workload, weak|strong, size): [(ranks, efficiency), ...]} from records under mpirun.
+
+    A run is compared with the one-rank run of the same workload, type and
+    size (each rank's block for weak scaling, the total for strong); of
+    repeated points the best is kept.
+    """
+    dist = [r for r in records if "ranks" in r and r.get("seconds") and not r.get("error")]
+
+    def rate(r):
+        return r.get("gflops_per_rank") or r.get("elements_per_second_per_rank")
+
+    def size(r):
+        return r["elements_per_rank"] if r.get("per_rank") else r["elements"]
+
+    series = defaultdict(dict)
+    for r in dist:
+        kind = "weak" if r.get("per_rank") else "strong"
+        base = [rate(b) for b in dist if b["ranks"] == 1 and b["workload"] == r["workload"]
+                and b.get("type") == r.get("type") and bool(b.get("per_rank")) == bool(r.get("per_rank"))
+                and size(b) == size(r)]
+        if not base or not rate(r):
+            continue
+        key = (r["workload"], kind, size(r))
+        series[key][r["ranks"]] = max(series[key].get(r["ranks"], 0.0), rate(r) / max(base))
+    return {key: sorted(points.items()) for key, points in series.items()}
+
+
+def scaling_label(key):
+    workload, kind, size = key
+    return f"{workload} {kind} ({size} {'per rank' if kind == 'weak' else 'in all'})"
+
+
+def print_scaling_table(series):
+    if series:
+        print("scaling efficiency against 1 rank, by ranks")
+    for key, points in sorted(series.items()):
+        print(f"  {scaling_label(key):<45} " + "  ".join(f"{n}:{e:.2f}" for n, e in points))
+
+
+def draw_scaling(series, out_dir, plt):
+    if not series:
+        return []
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, points in sorted(series.items()):
+        xs, ys = zip(*points)
+        ax.plot(xs, ys, marker="o", linestyle="-" if key[1] == "weak" else "--", label=scaling_label(key))
+    ax.axhline(1.0, color="grey", linestyle=":", linewidth=1)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("ranks")
+    ax.set_ylabel("efficiency against 1 rank")
+    ax.set_ylim(0, 1.2)
+    ax.set_title("oa::dist scaling (weak: solid, strong: dashed)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+    path = os.path.join(out_dir, "scaling.png")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return [path]
+
+
 def print_table(series):
     for (workload, device), modes in sorted(series.items()):
         print(f"{workload} on {device}: GB/s (input and output bytes per second) by data/budget")
@@ -149,7 +217,7 @@ def print_table(series):
             print(f"  {mode:<10} {cells}")
 
 
-def draw(series, gemm, out_dir):
+def draw(series, gemm, scaling, out_dir):
     try:
         import matplotlib
 
@@ -181,7 +249,7 @@ def draw(series, gemm, out_dir):
         fig.savefig(path, dpi=120)
         plt.close(fig)
         written.append(path)
-    return written + draw_gemm(gemm, out_dir, plt)
+    return written + draw_gemm(gemm, out_dir, plt) + draw_scaling(scaling, out_dir, plt)
 
 
 def main():
@@ -191,14 +259,15 @@ def main():
     parser.add_argument("--table", action="store_true", help="print the series instead of drawing them")
     args = parser.parse_args()
     records = read_records(args.records)
-    series, gemm = paging_series(records), gemm_series(records)
-    if not series and not gemm:
-        sys.exit("plot.py: no successful runs with a device budget in these records")
+    series, gemm, scaling = paging_series(records), gemm_series(records), scaling_series(records)
+    if not series and not gemm and not scaling:
+        sys.exit("plot.py: no successful runs with a device budget, or under mpirun, in these records")
     if args.table:
         print_table(series)
         print_gemm_table(gemm)
+        print_scaling_table(scaling)
         return
-    for path in draw(series, gemm, args.out):
+    for path in draw(series, gemm, scaling, args.out):
         print(path)
 
 
