@@ -118,19 +118,20 @@ measured blackscholes(const dist_options& opt, const oa::dist::layout& l, oa::di
   // block's results depend on its elements only.
   std::vector<Eigen::ArrayXd> in = make_inputs(w, l.count(c.rank()), opt.seed + 1000003u * static_cast<unsigned>(c.rank()));
   measured m;
-  std::vector<oa::lazy<Eigen::ArrayXd>> out(2);
+  using A = oa::dist::array<double>;
+  std::vector<A> out(2);
   m.seconds = timed(c, opt, [&] {
-    std::vector<oa::lazy<Eigen::ArrayXd>> h;
-    for (auto& x : in) h.push_back(oa::ref(x));
+    std::vector<A> h;
+    for (auto& x : in) h.emplace_back(l, oa::ref(x), c);
     oa_workloads::blackscholes(h[0], h[1], h[2], h[3], h[4], out[0], out[1]);
-    (void)out[0].get();
-    (void)out[1].get();
+    (void)out[0].local().get();
+    (void)out[1].local().get();
   });
   after_runs(m, c);
   if (opt.verify) {
     Eigen::ArrayXd call, put;
     oa_workloads::blackscholes(in[0], in[1], in[2], in[3], in[4], call, put);
-    m.error = largest(c, std::max(max_rel_error(out[0].get(), call), max_rel_error(out[1].get(), put)));
+    m.error = largest(c, std::max(max_rel_error(out[0].local().get(), call), max_rel_error(out[1].local().get(), put)));
   }
   return m;
 }

@@ -14,6 +14,8 @@
 #include <numeric>
 #include <oa/dist.hpp>
 #include <oa/oa.hpp>
+
+#include "workloads.hpp"
 #include <string>
 #include <thread>
 #include <vector>
@@ -362,4 +364,64 @@ TEST_CASE("gemm over 1 x N, N x 1 and near-square grids equals one process's pro
     }
   const auto a = oa::dist::generate_matrix<double>(4, 5, [](std::size_t, std::size_t) { return 1.0; });
   CHECK_THROWS_AS(oa::dist::gemm(a, a), oa::invalid_argument);
+}
+
+TEST_CASE("the paging workloads over distributed Eigen arrays equal plain Eigen's on the whole") {
+  using A = oa::dist::array<double>;
+  const auto in = [](int k, double lo, double hi) {
+    return [=](std::size_t i) { return lo + (hi - lo) * (0.5 + 0.5 * std::sin(static_cast<double>(i) * 0.7 + k)); };
+  };
+  const auto whole_of = [](std::size_t n, auto f) {
+    Eigen::ArrayXd w(static_cast<Eigen::Index>(n));
+    for (std::size_t i = 0; i < n; ++i) w[static_cast<Eigen::Index>(i)] = f(i);
+    return w;
+  };
+  const auto close = [](const Eigen::ArrayXd& got, const Eigen::ArrayXd& want) {
+    REQUIRE(got.size() == want.size());
+    for (Eigen::Index i = 0; i < got.size(); ++i)
+      if (std::abs(got[i] - want[i]) > 1e-12 * std::max(1.0, std::abs(want[i]))) return false;
+    return true;
+  };
+  for (std::size_t n : {std::size_t{1}, static_cast<std::size_t>(ranks()) + 1, std::size_t{3}, std::size_t{20011}}) {
+    CAPTURE(n);
+    const auto fp = in(1, 10, 50), fs = in(2, 10, 50), ft = in(3, 0.1, 2), fr = in(4, 0.01, 0.05), fv = in(5, 0.1, 0.5);
+    const A price = oa::dist::generate_array<double>(n, fp), strike = oa::dist::generate_array<double>(n, fs),
+            t = oa::dist::generate_array<double>(n, ft), rate = oa::dist::generate_array<double>(n, fr),
+            vol = oa::dist::generate_array<double>(n, fv);
+    A call, put;
+    oa_workloads::blackscholes(price, strike, t, rate, vol, call, put);
+    Eigen::ArrayXd wcall, wput;
+    oa_workloads::blackscholes(whole_of(n, fp), whole_of(n, fs), whole_of(n, ft), whole_of(n, fr), whole_of(n, fv),
+                               wcall, wput);
+    CHECK(close(call.gather(), wcall));
+    CHECK(close(put.gather(), wput));
+
+    const auto flat = in(6, -1.5, 1.5), flon = in(7, -1.5, 1.5);
+    A dist;
+    oa_workloads::haversine(oa::dist::generate_array<double>(n, flat), oa::dist::generate_array<double>(n, flon), dist);
+    Eigen::ArrayXd wdist;
+    oa_workloads::haversine(whole_of(n, flat), whole_of(n, flon), wdist);
+    CHECK(close(dist.gather(), wdist));
+
+    const auto fpop = in(8, 1e5, 1e6), fadult = in(9, 5e4, 5e5), frob = in(10, 0, 100);
+    const double crime = oa_workloads::crime_index(oa::dist::generate_array<double>(n, fpop),
+                                                   oa::dist::generate_array<double>(n, fadult),
+                                                   oa::dist::generate_array<double>(n, frob));
+    const double wcrime = oa_workloads::crime_index(whole_of(n, fpop), whole_of(n, fadult), whole_of(n, frob));
+    CHECK(std::abs(crime - wcrime) <= 1e-12 * std::max(1.0, std::abs(wcrime)));
+    CHECK(oa::dist::max_coeff(price) == whole_of(n, fp).maxCoeff());
+    CHECK(oa::dist::min_coeff(price) == whole_of(n, fp).minCoeff());
+  }
+  const A a = oa::dist::generate_array<double>(10, [](std::size_t i) { return double(i); });
+  const A b(oa::dist::layout::of_counts([] {
+              std::vector<std::size_t> c(static_cast<std::size_t>(ranks()), 0);
+              c.back() = 10;
+              if (ranks() == 1) c.back() = 10;
+              return c;
+            }()),
+            oa::hold(Eigen::ArrayXd(rank() == ranks() - 1 ? 10 : 0)));
+  if (ranks() > 1) CHECK_THROWS_AS(a + b, oa::invalid_argument);
+  A none;
+  CHECK_THROWS_WITH_AS(a * none, "oa: oa::dist::array operator*: right operand: an array with no layout (default-constructed)",
+                       oa::invalid_argument);
 }

@@ -3,6 +3,7 @@
 // README, "Past one machine".
 
 #include "oa/dist/algorithms.hpp"
+#include "oa/dist/array.hpp"
 #include "oa/dist/communicator.hpp"
 #include "oa/dist/layout.hpp"
 #include "oa/dist/matrix.hpp"
