@@ -179,25 +179,29 @@ S sum(const array<S>& a) {
   return acc;
 }
 
-/// The smallest (largest) element over every rank; of an empty array, the
-/// type's largest (lowest) value, as oa's lazy arrays give.
+namespace detail {
+/// The smallest (Min) or largest element over every rank.
+template <bool Min, class S>
+S extreme(const char* call, const array<S>& a) {
+  usable(call, "a", a);
+  const auto partials = each_rank<S>(a.comm(), call, [&] {
+    return (Min ? oa::min_coeff(a.local()) : oa::max_coeff(a.local())).get();
+  });
+  S acc = partials.front();
+  for (const S& p : partials) acc = Min ? std::min(acc, p) : std::max(acc, p);
+  return acc;
+}
+}  // namespace detail
+
+/// The smallest (largest) element over every rank; of an empty array, what
+/// oa's lazy arrays give for an empty one (a collective).
 template <class S>
 S min_coeff(const array<S>& a) {
-  detail::usable("oa::dist::min_coeff", "a", a);
-  const auto partials =
-      detail::each_rank<S>(a.comm(), "oa::dist::min_coeff", [&] { return oa::min_coeff(a.local()).get(); });
-  S acc = partials.front();
-  for (const S& p : partials) acc = std::min(acc, p);
-  return acc;
+  return detail::extreme<true>("oa::dist::min_coeff", a);
 }
 template <class S>
 S max_coeff(const array<S>& a) {
-  detail::usable("oa::dist::max_coeff", "a", a);
-  const auto partials =
-      detail::each_rank<S>(a.comm(), "oa::dist::max_coeff", [&] { return oa::max_coeff(a.local()).get(); });
-  S acc = partials.front();
-  for (const S& p : partials) acc = std::max(acc, p);
-  return acc;
+  return detail::extreme<false>("oa::dist::max_coeff", a);
 }
 
 }  // namespace oa::dist
