@@ -10,11 +10,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <oa/dist.hpp>
 #include <oa/oa.hpp>
 
+#include "dist/gpu_choice.hpp"
 #include "workloads.hpp"
 #include <string>
 #include <thread>
@@ -424,4 +426,20 @@ TEST_CASE("the paging workloads over distributed Eigen arrays equal plain Eigen'
   A none;
   CHECK_THROWS_WITH_AS(a * none, "oa: oa::dist::array operator*: right operand: an array with no layout (default-constructed)",
                        oa::invalid_argument);
+}
+
+TEST_CASE("a GPU per rank on a node: local rank modulo the GPUs the driver lists, none for one rank or no GPU") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("oa_gpus_" + std::to_string(rank()));
+  fs::remove_all(dir);
+  CHECK(oa::dist::detail::gpus_listed(dir.string()) == 0);  // no driver
+  for (const char* bus : {"0000:17:00.0", "0000:65:00.0", "0000:b3:00.0"}) fs::create_directories(dir / bus);
+  CHECK(oa::dist::detail::gpus_listed(dir.string()) == 3);
+  fs::remove_all(dir);
+  CHECK(oa::dist::detail::gpu_for(4, 8, 3) == 1);
+  CHECK(oa::dist::detail::gpu_for(2, 8, 3) == 2);
+  CHECK_FALSE(oa::dist::detail::gpu_for(0, 1, 3).has_value());  // the only rank keeps every GPU
+  CHECK_FALSE(oa::dist::detail::gpu_for(1, 2, 0).has_value());
+  CHECK(world().local_size() >= 1);
+  CHECK(world().local_rank() < world().local_size());
 }

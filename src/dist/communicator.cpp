@@ -4,6 +4,12 @@
 
 #include "oa/dist/communicator.hpp"
 
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "dist/gpu_choice.hpp"
+
 #include "oa/core/config.hpp"
 #include "oa/core/runtime.hpp"
 
@@ -24,6 +30,22 @@
 #endif
 
 namespace oa::dist {
+
+namespace detail {
+
+int gpus_listed(const std::string& driver_dir) {
+  std::error_code ec;
+  int n = 0;
+  for (std::filesystem::directory_iterator it(driver_dir, ec), end; !ec && it != end; it.increment(ec)) ++n;
+  return n;
+}
+
+std::optional<int> gpu_for(int local_rank, int local_size, int gpus) {
+  if (local_size <= 1 || gpus <= 0) return std::nullopt;
+  return local_rank % gpus;
+}
+
+}  // namespace detail
 
 #if !OA_HAS_MPI
 
@@ -83,6 +105,17 @@ class mpi_world final : public communicator {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // The ranks on this node: each takes a GPU of its own unless the
+    // launcher chose (CUDA_VISIBLE_DEVICES), set before CUDA starts.
+    MPI_Comm node;
+    if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+      MPI_Comm_rank(node, &local_rank_);
+      MPI_Comm_size(node, &local_size_);
+      MPI_Comm_free(&node);
+    }
+    if (!std::getenv("CUDA_VISIBLE_DEVICES"))
+      if (const auto gpu = detail::gpu_for(local_rank_, local_size_, detail::gpus_listed()))
+        ::setenv("CUDA_VISIBLE_DEVICES", std::to_string(*gpu).c_str(), 0);
   }
 
   /// At exit: MPI finalised when oa began it; after ranks were found in
@@ -99,6 +132,8 @@ class mpi_world final : public communicator {
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
+  int local_rank() const noexcept override { return local_rank_; }
+  int local_size() const noexcept override { return local_size_; }
   std::uint64_t network_bytes() const noexcept override { return network_.load(std::memory_order_relaxed); }
 
   std::vector<bytes> exchange(const std::string& call, const std::function<bytes()>& mine) override {
@@ -360,7 +395,7 @@ class mpi_world final : public communicator {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   bool we_initialised_ = false;
   std::atomic<bool> broken_{false};
   std::uint64_t sequence_ = 0, tag_ = 0;

@@ -44,6 +44,9 @@ class communicator {
   virtual ~communicator() = default;
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
+  /// This rank among the ranks on its machine (node), and how many there are.
+  virtual int local_rank() const noexcept = 0;
+  virtual int local_size() const noexcept = 0;
 
   /// Every rank's bytes, in rank order, on every rank: what `mine` returns
   /// here (its size may differ by rank). When `mine` throws on some rank,
@@ -73,7 +76,11 @@ class communicator {
 
 /// Every process of the run (MPI_COMM_WORLD), MPI initialised on first use
 /// when the program has not (and finalised at exit); a program started
-/// outside mpirun is one rank. In a build without MPI, an oa::error saying so.
+/// outside mpirun is one rank. Where several ranks share a machine with
+/// GPUs and the launcher did not choose (CUDA_VISIBLE_DEVICES unset), each
+/// rank takes GPU local_rank() modulo the machine's GPUs: call it before
+/// the program's first oa call, which starts CUDA. In a build without MPI,
+/// an oa::error saying so.
 communicator& world();
 
 }  // namespace oa::dist
