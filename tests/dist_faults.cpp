@@ -2,8 +2,11 @@
 // arrives after OA_DIST_TIMEOUT: rank 0 says so naming it, and the run is
 // aborted), `killed` (rank 1 is killed: the launcher ends the run naming
 // it), `order` (the ranks call different collectives: each call fails
-// naming the other rank, and the run is aborted at exit). ctest matches
-// what they print.
+// naming the other rank and its call, later calls are refused, and the run
+// is aborted at exit), `phase` (one rank gathers to one, the other to all:
+// calls of one name, phases apart), `slow` (rank 1's own part of a
+// reduction takes longer than the deadline: it arrived, so the sum comes).
+// ctest matches what they print.
 
 #include <chrono>
 #include <csignal>
@@ -15,8 +18,8 @@
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "late" && mode != "killed" && mode != "order") {
-    std::fprintf(stderr, "usage: dist_faults late|killed|order\n");
+  if (mode != "late" && mode != "killed" && mode != "order" && mode != "phase" && mode != "slow") {
+    std::fprintf(stderr, "usage: dist_faults late|killed|order|phase|slow\n");
     return 2;
   }
   auto& w = oa::dist::world();
@@ -26,6 +29,25 @@ int main(int argc, char** argv) {
     if (mode == "killed") std::raise(SIGKILL);
     if (mode == "late") std::this_thread::sleep_for(std::chrono::duration<double>(oa::current_config().dist_timeout + 3));
   }
+  if (mode == "slow") {
+    const double limit = oa::current_config().dist_timeout;
+    const int me = w.rank();
+    const auto y = oa::dist::transform(x, [limit, me](double v) {
+      if (me == 1 && v == 999.0) std::this_thread::sleep_for(std::chrono::duration<double>(limit + 2));
+      return v;
+    });
+    std::fprintf(stderr, "rank %d: slow sum %g\n", me, oa::dist::reduce(y, 0.0));
+    return 0;
+  }
+  if (mode == "phase") {
+    try {
+      const auto all = w.rank() == 0 ? x.gather(0) : x.gather();
+      std::fprintf(stderr, "rank %d: gathered %zu\n", w.rank(), all.size());
+    } catch (const oa::dist::error& e) {
+      std::fprintf(stderr, "%s\n", e.what());
+    }
+    return 3;
+  }
   try {
     if (mode == "order" && w.rank() == 1)
       std::fprintf(stderr, "rank %d: count %lld\n", w.rank(),
@@ -33,6 +55,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "rank %d: second sum %g\n", w.rank(), oa::dist::reduce(x, 0.0));
   } catch (const oa::dist::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
+    try {
+      (void)oa::dist::reduce(x, 0.0);
+    } catch (const oa::dist::error& later) {
+      std::fprintf(stderr, "%s\n", later.what());
+    }
     return 3;
   }
   return 0;

@@ -255,7 +255,23 @@ TEST_CASE("from_local: blocks of every size, some empty, laid out in rank order"
     for (int i = 0; i < r; ++i) want.push_back(std::int64_t{100} * r + i);
   CHECK(x.size() == want.size());
   CHECK(x.gather() == want);
-  CHECK(oa::dist::inclusive_scan(x).gather().size() == want.size());
+  std::vector<std::int64_t> scanned(want.size());
+  std::inclusive_scan(want.begin(), want.end(), scanned.begin());
+  CHECK(oa::dist::inclusive_scan(x).gather() == scanned);  // rank 0 empty, the others start after it
+}
+
+TEST_CASE("sort of blocks of very different sizes: shares near even all the same") {
+  // Rank 0 holds almost everything, its keys below the others'.
+  const std::size_t big = 100000, small = 200;
+  std::vector<std::int64_t> mine(rank() == 0 ? big : small);
+  for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = static_cast<std::int64_t>(rank()) * 1000000 + static_cast<std::int64_t>(i);
+  const auto x = oa::dist::from_local(mine);
+  const auto sorted = oa::dist::sort(x);
+  const std::size_t n = x.size(), r = static_cast<std::size_t>(ranks());
+  CHECK(sorted.local().get().size() <= n / r + n / (4 * r) + 64);
+  auto want = x.gather();
+  std::sort(want.begin(), want.end());
+  CHECK(sorted.gather() == want);
 }
 
 TEST_CASE("sort equals std::sort of the whole: duplicates, skewed keys, descending, shares near even") {

@@ -25,6 +25,7 @@
 #include <memory>
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 #include <thread>
 #endif
@@ -77,17 +78,18 @@ std::string mpi_text(int code) {
   return std::string(text, static_cast<std::size_t>(n));
 }
 
-/// FNV-1a of a call's name: ranks compare it to know they are in the same collective.
-std::uint64_t name_hash(const std::string& s) {
-  std::uint64_t h = 0xcbf29ce484222325u;
-  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3u;
-  return h;
-}
-
-/// Each rank's first message in every collective: whether its part
-/// failed, its bytes, and which collective it is in.
+/// Each rank's first message in every collective (and in each phase of
+/// one): whether its part failed, its bytes, and which call and phase it
+/// is in, by name, so that ranks in different ones say so.
 struct header {
-  std::uint64_t failed, size, sequence, call;
+  std::uint64_t failed = 0, size = 0;
+  char call[48] = {};
+
+  header(bool f, std::size_t n, const std::string& name) : failed(f ? 1 : 0), size(n) {
+    std::memcpy(call, name.data(), std::min(name.size(), sizeof call - 1));
+  }
+  header() = default;
+  std::string name() const { return std::string(call, strnlen(call, sizeof call)); }
 };
 
 class mpi_world final : public communicator {
@@ -96,9 +98,10 @@ class mpi_world final : public communicator {
     int ready = 0;
     MPI_Initialized(&ready);
     if (!ready) {
-      int provided = 0;
-      check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided));
+      check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &thread_level_));
       we_initialised_ = true;
+    } else {
+      MPI_Query_thread(&thread_level_);
     }
     // A communicator of our own: our messages never meet the program's.
     check("MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
@@ -147,14 +150,15 @@ class mpi_world final : public communicator {
     const entry in(*this, call);
     std::vector<int> send_counts(static_cast<std::size_t>(size_)), recv_counts(send_counts.size());
     std::vector<int> send_displs, recv_displs;
-    (void)gather(call, [&] {
+    const auto check_counts = [&] {
       if (counts.size() != send_counts.size())
         throw oa::error(call + ": " + std::to_string(counts.size()) + " counts for " + std::to_string(size_) + " ranks");
       for (std::size_t r = 0; r < counts.size(); ++r) send_counts[r] = count_of(call, counts[r], "to one rank");
       if (displacements(call, send_counts, send_displs, "from one rank") != send.size())
         throw oa::error(call + ": the counts do not add up to the " + std::to_string(send.size()) + " bytes to send");
       return bytes{};
-    });
+    };
+    (void)gather(call, check_counts, "(all-to-all counts)");
     MPI_Request req;
     {
       arrival tokens(*this, call);
@@ -163,10 +167,11 @@ class mpi_world final : public communicator {
       tokens.done();
     }
     std::byte* recv = nullptr;
-    (void)gather(call, [&] {
+    const auto receive_into = [&] {
       recv = into(displacements(call, recv_counts, recv_displs, "to one rank"));
       return bytes{};
-    });
+    };
+    (void)gather(call, receive_into, "(all-to-all data)");
     arrival tokens(*this, call);
     check(call, MPI_Ialltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv, recv_counts.data(),
                                recv_displs.data(), MPI_BYTE, comm_, &req));
@@ -190,6 +195,12 @@ class mpi_world final : public communicator {
   class entry {
    public:
     entry(mpi_world& w, const std::string& call) : w_(w) {
+      w.usable(call);
+      int main_thread = 1;
+      if (w.thread_level_ < MPI_THREAD_SERIALIZED && (MPI_Is_thread_main(&main_thread), !main_thread))
+        throw error(call + ": called from a thread other than the one that initialised MPI, whose thread level "
+                           "allows only that one (initialise MPI with MPI_THREAD_SERIALIZED or let oa do it)",
+                    call, -1);
       std::thread::id none;
       if (!w.owner_.compare_exchange_strong(none, std::this_thread::get_id()))
         throw error(none == std::this_thread::get_id()
@@ -198,7 +209,6 @@ class mpi_world final : public communicator {
                         : call + ": called while another thread of this rank is in an oa::dist collective: "
                                  "collectives are called by one thread at a time, in the same order on every rank",
                     call, -1);
-      w.usable(call);
     }
     ~entry() { w_.owner_.store(std::thread::id{}); }
     entry(const entry&) = delete;
@@ -208,15 +218,23 @@ class mpi_world final : public communicator {
     mpi_world& w_;
   };
 
-  /// Zero-byte messages from every rank to every other, posted as a
-  /// collective begins: those not received by the deadline name the ranks
-  /// that did not arrive.
+  /// Every rank reaching a collective, posted before its local part: a
+  /// barrier begun (done once all have begun it), and zero-byte messages
+  /// from every rank to every other that name, past the deadline, the ranks
+  /// that have not (up to named_ranks ranks).
   struct arrival {
     mpi_world& w;
+    MPI_Request all = MPI_REQUEST_NULL;
     std::vector<MPI_Request> reqs;  // receives by rank (this one's a null request), then sends
     std::vector<char> token;
+    bool everyone = false;
     arrival(mpi_world& world, const std::string& call) : w(world) {
-      if (w.size_ == 1 || w.size_ > named_ranks) return;
+      if (w.size_ == 1) {
+        everyone = true;
+        return;
+      }
+      w.check(call, MPI_Ibarrier(w.comm_, &all));
+      if (w.size_ > named_ranks) return;
       const int tag = 1 + static_cast<int>(w.tag_++ % 30000);
       token.assign(static_cast<std::size_t>(w.size_), 0);
       reqs.assign(2 * static_cast<std::size_t>(w.size_), MPI_REQUEST_NULL);
@@ -226,6 +244,15 @@ class mpi_world final : public communicator {
         w.check(call, MPI_Irecv(&token[k], 0, MPI_CHAR, r, tag, w.comm_, &reqs[k]));
         w.check(call, MPI_Isend(nullptr, 0, MPI_CHAR, r, tag, w.comm_, &reqs[static_cast<std::size_t>(w.size_) + k]));
       }
+    }
+    /// Whether every rank has reached the collective.
+    bool arrived() {
+      if (!everyone) {
+        int done = 0;
+        MPI_Test(&all, &done, MPI_STATUS_IGNORE);
+        everyone = done != 0;
+      }
+      return everyone;
     }
     /// The ranks whose message has not come, as "rank 1, rank 3".
     std::string missing() {
@@ -238,8 +265,9 @@ class mpi_world final : public communicator {
       }
       return out;
     }
-    /// Every rank arrived (the collective completed): the messages are in.
+    /// The collective completed: every rank arrived, its messages are in.
     void done() {
+      if (all != MPI_REQUEST_NULL) MPI_Wait(&all, MPI_STATUS_IGNORE);
       if (!reqs.empty()) MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE);
       reqs.clear();
     }
@@ -286,7 +314,9 @@ class mpi_world final : public communicator {
     return total;
   }
 
-  /// Polls `req` until it completes. Past the deadline the ranks cannot
+  /// Polls `req` until it completes. The deadline is for every rank to
+  /// reach the collective: a rank's own part (its local evaluation) takes
+  /// as long as it takes once it has. Past the deadline the ranks cannot
   /// agree on anything (MPI cannot cancel a collective begun, and its
   /// buffers would be written after this call returned): the error, naming
   /// the ranks that did not arrive, goes to stderr and the run is aborted.
@@ -301,7 +331,7 @@ class mpi_world final : public communicator {
       check(call, MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) return;
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (limit > 0 && waited > limit) {
+      if (limit > 0 && waited > limit && !tokens.arrived()) {
         const std::string who = tokens.missing();
         std::ostringstream what;
         what << "oa: " << call << ": " << (who.empty() ? std::string("a rank") : who) << " of " << size_
@@ -324,7 +354,9 @@ class mpi_world final : public communicator {
   /// check the ranks are in the same collective; a failure anywhere is
   /// thrown on every rank, naming the first rank that failed (on that rank,
   /// with its own exception nested).
-  std::vector<bytes> gather(const std::string& call, const std::function<bytes()>& mine) {
+  std::vector<bytes> gather(const std::string& call, const std::function<bytes()>& mine,
+                            const std::string& phase = {}) {
+    arrival tokens(*this, call);
     std::exception_ptr own;
     bytes payload;
     try {
@@ -338,20 +370,18 @@ class mpi_world final : public communicator {
       own = std::current_exception();
       payload = text_bytes("an exception of a type not derived from std::exception");
     }
-    arrival tokens(*this, call);
-    const header mine_h{own ? 1u : 0u, payload.size(), sequence_++, name_hash(call)};
+    const header mine_h(own != nullptr, payload.size(), phase.empty() ? call : call + " " + phase);
     std::vector<header> heads(static_cast<std::size_t>(size_));
     MPI_Request req;
-    check(call, MPI_Iallgather(&mine_h, 4, MPI_UINT64_T, heads.data(), 4, MPI_UINT64_T, comm_, &req));
+    check(call, MPI_Iallgather(&mine_h, sizeof(header), MPI_BYTE, heads.data(), sizeof(header), MPI_BYTE, comm_, &req));
     wait(call, req, tokens);
     for (int r = 0; r < size_; ++r) {
       const header& h = heads[static_cast<std::size_t>(r)];
-      if (h.sequence == mine_h.sequence && h.call == mine_h.call) continue;
+      if (h.name() == mine_h.name()) continue;
       tokens.done();
       broken_ = true;
-      throw error(call + ": rank " + std::to_string(r) + " is in another oa::dist collective (number " +
-                      std::to_string(h.sequence + 1) + " there, " + std::to_string(mine_h.sequence + 1) +
-                      " here): every rank calls the same collectives in the same order",
+      throw error(call + ": rank " + std::to_string(r) + " is in " + h.name() + ", this rank in " + mine_h.name() +
+                      ": every rank calls the same oa::dist collectives in the same order",
                   call, r);
     }
     std::vector<int> counts(static_cast<std::size_t>(size_)), displs;
@@ -395,10 +425,10 @@ class mpi_world final : public communicator {
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, thread_level_ = MPI_THREAD_SINGLE;
   bool we_initialised_ = false;
   std::atomic<bool> broken_{false};
-  std::uint64_t sequence_ = 0, tag_ = 0;
+  std::uint64_t tag_ = 0;
   std::atomic<std::uint64_t> network_{0};
   std::atomic<std::thread::id> owner_{};
 };

@@ -70,9 +70,8 @@ class matrix {
   layout col_layout() const { return layout::even(cols_, grid_.cols); }
   std::size_t local_rows() const { return row_layout().count(grid_.row_of(comm_->rank())); }
   std::size_t local_cols() const { return col_layout().count(grid_.col_of(comm_->rank())); }
-  /// This rank's block.
+  /// This rank's block (read only: its shape is the layout's).
   const local_type& local() const noexcept { return block_; }
-  local_type& local() noexcept { return block_; }
 
   /// The whole matrix on rank `root`, an empty one elsewhere (a collective).
   local_type gather(int root) const {

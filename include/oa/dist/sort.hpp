@@ -21,9 +21,10 @@
 
 namespace oa::dist {
 
-/// Samples taken per rank for each rank of the run: more even shares for
-/// a few more bytes exchanged (32 ranks' worth of 16-byte samples is
-/// 16 KiB per rank at 32 ranks).
+/// Samples per rank of the run, drawn by each rank in proportion to its
+/// block (32 x ranks from a block of an even share): more even shares for a
+/// few more bytes exchanged (24-byte samples of int64: 24 KiB per rank at
+/// 32 ranks).
 inline constexpr std::size_t sort_samples_per_rank = 32;
 
 namespace detail {
@@ -74,8 +75,11 @@ vector<T> sort(const vector<T>& x, Compare comp = {}) {
   const std::vector<T>* block = nullptr;
   const auto parts = c.exchange(call, [&] {
     block = &x.block(call);
-    const std::size_t n = block->size();
-    const std::size_t s = std::min(n, sort_samples_per_rank * static_cast<std::size_t>(ranks));
+    // Samples in proportion to the block: blocks of every size weigh as
+    // many elements as they hold.
+    const std::size_t n = block->size(), total = x.size(), p = static_cast<std::size_t>(ranks);
+    const std::size_t s =
+        total == 0 ? 0 : std::min(n, (sort_samples_per_rank * p * p * n + total - 1) / total);
     std::vector<tagged<T>> samples(s);
     for (std::size_t i = 0; i < s; ++i) {
       // One position drawn in each of s even strata: even steps alone

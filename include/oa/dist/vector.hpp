@@ -100,14 +100,14 @@ class vector {
       throw oa::invalid_argument("oa::dist::vector::gather", "root",
                                  std::to_string(root) + " is not a rank of " + std::to_string(comm_->size()));
     std::vector<std::byte> mine;
-    (void)comm_->exchange("oa::dist::vector::gather", [&] {
+    (void)comm_->exchange("oa::dist::vector::gather (to one rank)", [&] {
       mine = block_bytes();
       return std::vector<std::byte>{};
     });
     std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()), 0);
     counts[static_cast<std::size_t>(root)] = mine.size();
     std::vector<T> all;
-    (void)comm_->all_to_all("oa::dist::vector::gather", mine, counts, [&](std::size_t bytes) {
+    (void)comm_->all_to_all("oa::dist::vector::gather (to one rank)", mine, counts, [&](std::size_t bytes) {
       all.resize(bytes / sizeof(T));
       return reinterpret_cast<std::byte*>(all.data());
     });
