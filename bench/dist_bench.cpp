@@ -96,7 +96,7 @@ double timed(oa::dist::communicator& c, const dist_options& opt, F&& body) {
       failed = std::current_exception();
     }
     const double mine = seconds_since(t0);
-    const auto all = oa::dist::detail::each_rank<double>(c, "oa-bench: " + opt.workload, [&] {
+    const auto all = oa::dist::each_rank<double>(c, "oa-bench: " + opt.workload, [&] {
       if (failed) std::rethrow_exception(failed);
       return mine;
     });
@@ -106,7 +106,7 @@ double timed(oa::dist::communicator& c, const dist_options& opt, F&& body) {
 }
 
 double largest(oa::dist::communicator& c, double mine) {
-  const auto all = oa::dist::detail::each_rank<double>(c, "oa-bench: --verify", [&] { return mine; });
+  const auto all = oa::dist::each_rank<double>(c, "oa-bench: --verify", [&] { return mine; });
   return *std::max_element(all.begin(), all.end());
 }
 
@@ -282,10 +282,10 @@ bool run_dist(const dist_options& opt, json_sink* sink) {
                      : opt.type == "int64"          ? typed<std::int64_t>(opt, n, c)
                                                     : typed<double>(opt, n, c);
   const std::uint64_t moved = m.network - sent_before;
-  const auto moved_all = oa::dist::detail::each_rank<std::uint64_t>(c, "oa-bench", [&] { return moved; });
+  const auto moved_all = oa::dist::each_rank<std::uint64_t>(c, "oa-bench", [&] { return moved; });
   // Peaks before --verify, which may gather everything to rank 0.
-  const auto peak_all = oa::dist::detail::each_rank<std::uint64_t>(c, "oa-bench", [&] { return m.peak; });
-  const auto added_all = oa::dist::detail::each_rank<std::uint64_t>(c, "oa-bench", [&] {
+  const auto peak_all = oa::dist::each_rank<std::uint64_t>(c, "oa-bench", [&] { return m.peak; });
+  const auto added_all = oa::dist::each_rank<std::uint64_t>(c, "oa-bench", [&] {
     return static_cast<std::uint64_t>(m.peak - std::min(m.peak, start));
   });
   // Each byte between ranks is counted by the rank that sent it and the rank that took it.

@@ -54,11 +54,20 @@ std::optional<T> fold(std::optional<T> start, const std::vector<T>& partials, co
   return start;
 }
 
+/// Every rank's block reduced by `op` (from its identity), in rank order.
+template <class U, class T, class Op>
+std::vector<U> totals(const char* call, const vector<T>& x, const Op& op) {
+  return each_rank<U>(x.comm(), call, [&] {
+    (void)x.block(call);
+    return U(oa::stl::reduce(x.local(), identity<Op, U>(), op).get());
+  });
+}
+
 /// Every rank's partial (its block reduced by `local`), combined in rank
 /// order after init.
 template <class T, class Op, class Like, class F>
 T combine(const char* call, const vector<Like>& x, T init, const Op& op, F&& local) {
-  const auto partials = detail::each_rank<T>(x.comm(), call, [&] {
+  const auto partials = each_rank<T>(x.comm(), call, [&] {
     (void)x.block(call);
     return T(local().get());
   });
@@ -122,10 +131,7 @@ std::int64_t count_if(const vector<T>& x, P p) {
 /// order).
 template <class T, class Op = std::plus<>>
 vector<T> inclusive_scan(const vector<T>& x, Op op = {}) {
-  const auto totals = detail::each_rank<T>(x.comm(), "oa::dist::inclusive_scan", [&] {
-    (void)x.block("oa::dist::inclusive_scan");
-    return oa::stl::reduce(x.local(), detail::identity<Op, T>(), op).get();
-  });
+  const auto totals = detail::totals<T>("oa::dist::inclusive_scan", x, op);
   const std::optional<T> before = detail::fold<T>(std::nullopt, totals, x.layout(), x.comm().rank(), op);
   if (!before) return detail::laid_out_as(x, lazy<std::vector<T>>(oa::stl::inclusive_scan(x.local(), op)));
   return detail::laid_out_as(x, oa::stl::inclusive_scan(x.local(), op, *before));
@@ -137,10 +143,7 @@ template <class T, class U, class Op = std::plus<>>
 vector<U> exclusive_scan(const vector<T>& x, U init, Op op = {}) {
   static_assert(std::is_same_v<T, U>,
                 "oa::dist::exclusive_scan: init has the elements' type (as oa::stl::exclusive_scan's)");
-  const auto totals = detail::each_rank<U>(x.comm(), "oa::dist::exclusive_scan", [&] {
-    (void)x.block("oa::dist::exclusive_scan");
-    return oa::stl::reduce(x.local(), detail::identity<Op, U>(), op).get();
-  });
+  const auto totals = detail::totals<U>("oa::dist::exclusive_scan", x, op);
   const U start = *detail::fold<U>(std::optional<U>(init), totals, x.layout(), x.comm().rank(), op);
   return detail::laid_out_as(x, oa::stl::exclusive_scan(x.local(), start, op));
 }

@@ -172,7 +172,7 @@ array<S> select(const array<bool>& c, const array<S>& a, std::type_identity_t<S>
 template <class S>
 S sum(const array<S>& a) {
   detail::usable("oa::dist::sum", "a", a);
-  const auto partials = detail::each_rank<S>(a.comm(), "oa::dist::sum", [&] { return oa::sum(a.local()).get(); });
+  const auto partials = each_rank<S>(a.comm(), "oa::dist::sum", [&] { return oa::sum(a.local()).get(); });
   S acc = 0;
   for (int r = 0; r < a.layout().ranks(); ++r)
     if (a.layout().count(r) > 0) acc += partials[static_cast<std::size_t>(r)];

@@ -15,6 +15,7 @@
 #include <exception>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "oa/core/runtime.hpp"
@@ -30,6 +31,14 @@ struct grid {
   int col_of(int rank) const noexcept { return rank % cols; }
   int rank_at(int row, int col) const noexcept { return row * cols + col; }
   bool operator==(const grid&) const = default;
+
+  /// An oa::invalid_argument naming `call` unless the grid has `ranks` ranks.
+  void check(const char* call, int ranks) const {
+    if (rows < 1 || cols < 1 || rows * cols != ranks)
+      throw oa::invalid_argument(call, "grid",
+                                 std::to_string(rows) + " x " + std::to_string(cols) + " for a run of " +
+                                     std::to_string(ranks) + " ranks");
+  }
 
   /// The grid closest to square with `ranks` ranks (rows <= cols).
   static grid near_square(int ranks) {
@@ -51,10 +60,7 @@ class matrix {
   /// (rows and columns cut evenly over the grid's rows and columns).
   matrix(std::size_t rows, std::size_t cols, dist::grid g, local_type block, communicator& c = world())
       : rows_(rows), cols_(cols), grid_(g), block_(std::move(block)), comm_(&c) {
-    if (g.rows < 1 || g.cols < 1 || g.rows * g.cols != c.size())
-      throw oa::invalid_argument("oa::dist::matrix", "grid",
-                                 std::to_string(g.rows) + " x " + std::to_string(g.cols) + " for a run of " +
-                                     std::to_string(c.size()) + " ranks");
+    g.check("oa::dist::matrix", c.size());
     if (static_cast<std::size_t>(block_.rows()) != local_rows() || static_cast<std::size_t>(block_.cols()) != local_cols())
       throw oa::invalid_argument("oa::dist::matrix", "block",
                                  std::to_string(block_.rows()) + " x " + std::to_string(block_.cols()) +
@@ -78,15 +84,11 @@ class matrix {
     if (root < 0 || root >= comm_->size())
       throw oa::invalid_argument("oa::dist::matrix::gather", "root",
                                  std::to_string(root) + " is not a rank of " + std::to_string(comm_->size()));
-    std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()), 0);
-    counts[static_cast<std::size_t>(root)] = static_cast<std::size_t>(block_.size()) * sizeof(S);
-    std::vector<S> all;
-    const auto from = comm_->all_to_all("oa::dist::matrix::gather",
-                                        std::as_bytes(std::span<const S>(block_.data(), static_cast<std::size_t>(block_.size()))),
-                                        counts, [&](std::size_t bytes) {
-                                          all.resize(bytes / sizeof(S));
-                                          return reinterpret_cast<std::byte*>(all.data());
-                                        });
+    std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()), 0), from;
+    counts[static_cast<std::size_t>(root)] = static_cast<std::size_t>(block_.size());
+    const std::vector<S> all = all_to_all<S>(*comm_, "oa::dist::matrix::gather",
+                                             std::span<const S>(block_.data(), static_cast<std::size_t>(block_.size())),
+                                             counts, &from);
     if (comm_->rank() != root) return {};
     local_type whole(static_cast<Eigen::Index>(rows_), static_cast<Eigen::Index>(cols_));
     const layout rl = row_layout(), cl = col_layout();
@@ -95,7 +97,7 @@ class matrix {
       const auto br = static_cast<Eigen::Index>(rl.count(grid_.row_of(r))), bc = static_cast<Eigen::Index>(cl.count(grid_.col_of(r)));
       whole.block(static_cast<Eigen::Index>(rl.offset(grid_.row_of(r))), static_cast<Eigen::Index>(cl.offset(grid_.col_of(r))), br, bc) =
           Eigen::Map<const local_type>(all.data() + at, br, bc);
-      at += from[static_cast<std::size_t>(r)] / sizeof(S);
+      at += from[static_cast<std::size_t>(r)];
     }
     return whole;
   }
@@ -112,10 +114,7 @@ class matrix {
 template <class S, class F>
 matrix<S> generate_matrix(std::size_t rows, std::size_t cols, F f, grid g = grid::near_square(world().size()),
                           communicator& c = world()) {
-  if (g.rows * g.cols != c.size())
-    throw oa::invalid_argument("oa::dist::generate_matrix", "grid",
-                               std::to_string(g.rows) + " x " + std::to_string(g.cols) + " for a run of " +
-                                   std::to_string(c.size()) + " ranks");
+  g.check("oa::dist::generate_matrix", c.size());
   const layout rl = layout::even(rows, g.rows), cl = layout::even(cols, g.cols);
   const int pr = g.row_of(c.rank()), pc = g.col_of(c.rank());
   typename matrix<S>::local_type b(static_cast<Eigen::Index>(rl.count(pr)), static_cast<Eigen::Index>(cl.count(pc)));
@@ -129,7 +128,87 @@ matrix<S> generate_matrix(std::size_t rows, std::size_t cols, F f, grid g = grid
 /// panels move in fewer steps, narrower ones hold less memory.
 inline constexpr std::size_t gemm_panel_bytes = std::size_t{32} << 20;
 
-/// C = A B over the grid they share (SUMMA). A collective.
+namespace detail {
+
+/// The panels of k a product goes through: cut at every cut of A's columns
+/// and of B's rows, and no wider than gemm_panel_bytes allows for the
+/// largest block of rows or columns.
+template <class S>
+std::vector<std::pair<std::size_t, std::size_t>> panels(const matrix<S>& a, const matrix<S>& b) {
+  const layout ak = a.col_layout(), bk = b.row_layout();
+  std::vector<std::size_t> cuts{0, a.cols()};
+  for (int i = 1; i < a.grid().cols; ++i) cuts.push_back(ak.offset(i));
+  for (int i = 1; i < a.grid().rows; ++i) cuts.push_back(bk.offset(i));
+  std::sort(cuts.begin(), cuts.end());
+  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
+  const std::size_t widest = std::max<std::size_t>({a.row_layout().count(0), b.col_layout().count(0), 1});
+  const std::size_t kb = std::max<std::size_t>(1, gemm_panel_bytes / sizeof(S) / widest);
+  std::vector<std::pair<std::size_t, std::size_t>> out;
+  for (std::size_t p = 0; p + 1 < cuts.size(); ++p)
+    for (std::size_t k0 = cuts[p]; k0 < cuts[p + 1]; k0 += kb) out.emplace_back(k0, std::min(cuts[p + 1], k0 + kb));
+  return out;
+}
+
+/// One step of SUMMA on this rank: the panels [k0, k1) of A (from the grid
+/// column holding it, along each grid row) and of B (from the grid row
+/// holding it, along each grid column), exchanged in one all-to-all.
+template <class S>
+struct summa_step {
+  using block = typename matrix<S>::local_type;
+  const matrix<S>& a;
+  const matrix<S>& b;
+  std::size_t k0, k1;
+  int owner_col = 0, owner_row = 0;  // the grid column holding A's panel, the grid row holding B's
+
+  summa_step(const matrix<S>& a_, const matrix<S>& b_, std::size_t from, std::size_t to)
+      : a(a_), b(b_), k0(from), k1(to) {
+    const layout ak = a.col_layout(), bk = b.row_layout();
+    while (owner_col + 1 < a.grid().cols && ak.offset(owner_col + 1) <= k0) ++owner_col;
+    while (owner_row + 1 < a.grid().rows && bk.offset(owner_row + 1) <= k0) ++owner_row;
+  }
+
+  /// What this rank receives: A's panel (rows of its grid row x the panel),
+  /// then B's (the panel x columns of its grid column).
+  std::pair<block, block> exchange(const char* call) const {
+    communicator& c = a.comm();
+    const grid g = a.grid();
+    const int pr = g.row_of(c.rank()), pc = g.col_of(c.rank());
+    const auto w = static_cast<Eigen::Index>(k1 - k0);
+    const auto m = static_cast<Eigen::Index>(a.local_rows()), n = static_cast<Eigen::Index>(b.local_cols());
+    std::vector<std::size_t> counts(static_cast<std::size_t>(c.size()), 0), from;
+    std::vector<S> send;
+    const auto pack = [&](const auto& panel, int r) {
+      const std::size_t at = send.size();
+      send.resize(at + static_cast<std::size_t>(panel.size()));
+      Eigen::Map<block>(send.data() + at, panel.rows(), panel.cols()) = panel;
+      counts[static_cast<std::size_t>(r)] += static_cast<std::size_t>(panel.size());
+    };
+    for (int r = 0; r < c.size(); ++r) {  // A's panel before B's, to each rank that takes them
+      if (pc == owner_col && g.row_of(r) == pr)
+        pack(a.local().middleCols(static_cast<Eigen::Index>(k0 - a.col_layout().offset(pc)), w), r);
+      if (pr == owner_row && g.col_of(r) == pc)
+        pack(b.local().middleRows(static_cast<Eigen::Index>(k0 - b.row_layout().offset(pr)), w), r);
+    }
+    const std::vector<S> got = all_to_all<S>(c, call, std::span<const S>(send), counts, &from);
+    // In rank order: A's from (pr, owner_col), B's from (owner_row, pc);
+    // from this rank itself, A's before B's.
+    const int a_from = g.rank_at(pr, owner_col), b_from = g.rank_at(owner_row, pc);
+    std::size_t at = 0, a_at = 0, b_at = 0;
+    for (int r = 0; r < c.size(); ++r) {
+      if (r == a_from) a_at = at;
+      if (r == b_from) b_at = at + (r == a_from ? static_cast<std::size_t>(m * w) : 0);
+      at += from[static_cast<std::size_t>(r)];
+    }
+    return {Eigen::Map<const block>(got.data() + a_at, m, w), Eigen::Map<const block>(got.data() + b_at, w, n)};
+  }
+};
+
+}  // namespace detail
+
+/// C = A B over the grid they share (SUMMA): panel by panel along k, each
+/// rank adds the product of the panels it received to its block of C. A
+/// rank whose product fails goes on exchanging (the others need its
+/// panels) and the failure is agreed at the end. A collective.
 template <class S>
 matrix<S> gemm(const matrix<S>& a, const matrix<S>& b) {
   const char* call = "oa::dist::gemm";
@@ -137,83 +216,24 @@ matrix<S> gemm(const matrix<S>& a, const matrix<S>& b) {
     throw oa::invalid_argument(call, "b", std::to_string(b.rows()) + " rows for A's " + std::to_string(a.cols()) + " columns");
   if (!(a.grid() == b.grid()) || &a.comm() != &b.comm())
     throw oa::invalid_argument(call, "b", "laid out over another grid than A");
-  communicator& c = a.comm();
-  const grid g = a.grid();
-  const int me = c.rank(), pr = g.row_of(me), pc = g.col_of(me);
-  const layout ak = a.col_layout(), bk = b.row_layout();  // k cut over the grid's columns (A), rows (B)
-  const auto m = static_cast<Eigen::Index>(a.local_rows()), n = static_cast<Eigen::Index>(b.local_cols());
-  typename matrix<S>::local_type cm = matrix<S>::local_type::Zero(m, n);
-
-  // Panel bounds: every cut of A's and of B's k, and no panel wider than
-  // gemm_panel_bytes allows for the largest block of rows or columns.
-  std::vector<std::size_t> cuts{0, a.cols()};
-  for (int i = 1; i < g.cols; ++i) cuts.push_back(ak.offset(i));
-  for (int i = 1; i < g.rows; ++i) cuts.push_back(bk.offset(i));
-  std::sort(cuts.begin(), cuts.end());
-  cuts.erase(std::unique(cuts.begin(), cuts.end()), cuts.end());
-  const std::size_t widest = std::max<std::size_t>({a.row_layout().count(0), b.col_layout().count(0), 1});
-  const std::size_t kb = std::max<std::size_t>(1, gemm_panel_bytes / sizeof(S) / widest);
-
-  std::exception_ptr failed;  // this rank's product failed: it goes on sending until all agree at the end
-  for (std::size_t p = 0; p + 1 < cuts.size(); ++p)
-    for (std::size_t k0 = cuts[p]; k0 < cuts[p + 1]; k0 += kb) {
-      const std::size_t k1 = std::min(cuts[p + 1], k0 + kb), w = k1 - k0;
-      int owner_col = 0, owner_row = 0;  // the grid column holding A's panel, the grid row holding B's
-      while (owner_col + 1 < g.cols && ak.offset(owner_col + 1) <= k0) ++owner_col;
-      while (owner_row + 1 < g.rows && bk.offset(owner_row + 1) <= k0) ++owner_row;
-      // To each rank: A's panel (if this rank holds it and the rank is in its
-      // grid row), then B's (if this rank holds it and the rank is in its grid column).
-      const std::size_t a_bytes = static_cast<std::size_t>(m) * w * sizeof(S);
-      const std::size_t b_bytes = w * static_cast<std::size_t>(n) * sizeof(S);
-      std::vector<std::size_t> counts(static_cast<std::size_t>(c.size()), 0);
-      std::vector<S> send;
-      for (int r = 0; r < c.size(); ++r) {
-        if (pc == owner_col && g.row_of(r) == pr) {
-          const auto panel = a.local().middleCols(static_cast<Eigen::Index>(k0 - ak.offset(pc)), static_cast<Eigen::Index>(w));
-          const std::size_t at = send.size();
-          send.resize(at + static_cast<std::size_t>(panel.size()));
-          Eigen::Map<typename matrix<S>::local_type>(send.data() + at, panel.rows(), panel.cols()) = panel;
-          counts[static_cast<std::size_t>(r)] += a_bytes;
-        }
-        if (pr == owner_row && g.col_of(r) == pc) {
-          const auto panel = b.local().middleRows(static_cast<Eigen::Index>(k0 - bk.offset(pr)), static_cast<Eigen::Index>(w));
-          const std::size_t at = send.size();
-          send.resize(at + static_cast<std::size_t>(panel.size()));
-          Eigen::Map<typename matrix<S>::local_type>(send.data() + at, panel.rows(), panel.cols()) = panel;
-          counts[static_cast<std::size_t>(r)] += b_bytes;
-        }
-      }
-      std::vector<S> got;
-      const auto from = c.all_to_all(call, std::as_bytes(std::span<const S>(send)), counts, [&](std::size_t bytes) {
-        got.resize(bytes / sizeof(S));
-        return reinterpret_cast<std::byte*>(got.data());
-      });
-      if (failed) continue;
-      // Received in rank order: A's panel from (pr, owner_col), B's from
-      // (owner_row, pc); from this rank itself, A's before B's.
-      const int a_from = g.rank_at(pr, owner_col), b_from = g.rank_at(owner_row, pc);
-      std::size_t at = 0, a_at = 0, b_at = 0;
-      for (int r = 0; r < c.size(); ++r) {
-        if (r == a_from) a_at = at;
-        if (r == b_from) b_at = at + (r == a_from ? a_bytes / sizeof(S) : 0);
-        at += from[static_cast<std::size_t>(r)] / sizeof(S);
-      }
-      try {
-        const typename matrix<S>::local_type ap = Eigen::Map<const typename matrix<S>::local_type>(got.data() + a_at, m, static_cast<Eigen::Index>(w));
-        const typename matrix<S>::local_type bp = Eigen::Map<const typename matrix<S>::local_type>(got.data() + b_at, static_cast<Eigen::Index>(w), n);
-        if (m > 0 && n > 0) {
-          oa::linalg::gemm(S(1), ap, bp, S(1), cm);
-          oa::evaluate();
-        }
-      } catch (...) {
-        failed = std::current_exception();
-      }
+  using block = typename matrix<S>::local_type;
+  block cm = block::Zero(static_cast<Eigen::Index>(a.local_rows()), static_cast<Eigen::Index>(b.local_cols()));
+  std::exception_ptr failed;
+  for (const auto& [k0, k1] : detail::panels(a, b)) {
+    const auto [ap, bp] = detail::summa_step<S>(a, b, k0, k1).exchange(call);
+    if (failed || cm.size() == 0) continue;
+    try {
+      oa::linalg::gemm(S(1), ap, bp, S(1), cm);
+      oa::evaluate();
+    } catch (...) {
+      failed = std::current_exception();
     }
-  (void)c.exchange(call, [&] {
+  }
+  (void)a.comm().exchange(call, [&] {
     if (failed) std::rethrow_exception(failed);
     return std::vector<std::byte>{};
   });
-  return matrix<S>(a.rows(), b.cols(), g, std::move(cm), c);
+  return matrix<S>(a.rows(), b.cols(), a.grid(), std::move(cm), a.comm());
 }
 
 }  // namespace oa::dist

@@ -119,15 +119,9 @@ vector<T> sort(const vector<T>& x, Compare comp = {}) {
   for (std::size_t d = 1; d < counts.size(); ++d) next[d] = next[d - 1] + counts[d - 1];
   std::vector<T> send(n);
   for (std::size_t i = 0; i < n; ++i) send[next[rank_of(i)]++] = (*block)[i];
-  for (auto& k : counts) k *= sizeof(T);
-
-  std::vector<T> mine;
-  (void)c.all_to_all(call, std::as_bytes(std::span<const T>(send)), counts, [&](std::size_t bytes) {
-    mine.resize(bytes / sizeof(T));
-    return reinterpret_cast<std::byte*>(mine.data());
-  });
+  std::vector<T> mine = all_to_all<T>(c, call, std::span<const T>(send), counts);
   std::vector<T>().swap(send);
-  const auto sizes = detail::each_rank<std::uint64_t>(c, call, [&] {
+  const auto sizes = each_rank<std::uint64_t>(c, call, [&] {
     oa::stl::sort(mine, comp);
     oa::evaluate();
     return static_cast<std::uint64_t>(mine.size());

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -34,22 +35,41 @@ std::vector<T> from_bytes(const std::vector<std::byte>& b) {
   return v;
 }
 
-/// Every rank's `local()` value, in rank order (a collective agreeing on
-/// failure: see communicator::exchange).
+}  // namespace detail
+
+/// Every rank's `local()` value, in rank order, on every rank (a
+/// collective agreeing on failure: see communicator::exchange).
 template <class T, class F>
 std::vector<T> each_rank(communicator& c, const std::string& call, F&& local) {
   static_assert(std::is_trivially_copyable_v<T>, "oa::dist: values exchanged between ranks must be trivially copyable");
   const auto parts = c.exchange(call, [&] {
     const T v = local();
-    return to_bytes(&v, 1);
+    return detail::to_bytes(&v, 1);
   });
   std::vector<T> out;
   out.reserve(parts.size());
-  for (const auto& p : parts) out.push_back(from_bytes<T>(p).at(0));
+  for (const auto& p : parts) out.push_back(detail::from_bytes<T>(p).at(0));
   return out;
 }
 
-}  // namespace detail
+/// communicator::all_to_all of elements: counts[r] elements of `send` to
+/// rank r; what the ranks sent here, in rank order, and (in `from`) how
+/// many elements each.
+template <class T>
+std::vector<T> all_to_all(communicator& c, const std::string& call, std::span<const T> send,
+                          std::vector<std::size_t> counts, std::vector<std::size_t>* from = nullptr) {
+  for (auto& k : counts) k *= sizeof(T);
+  std::vector<T> got;
+  auto bytes_from = c.all_to_all(call, std::as_bytes(send), counts, [&](std::size_t bytes) {
+    got.resize(bytes / sizeof(T));
+    return reinterpret_cast<std::byte*>(got.data());
+  });
+  if (from) {
+    for (auto& k : bytes_from) k /= sizeof(T);
+    *from = std::move(bytes_from);
+  }
+  return got;
+}
 
 template <class T>
 class vector {
@@ -99,19 +119,14 @@ class vector {
     if (root < 0 || root >= comm_->size())
       throw oa::invalid_argument("oa::dist::vector::gather", "root",
                                  std::to_string(root) + " is not a rank of " + std::to_string(comm_->size()));
-    std::vector<std::byte> mine;
+    const std::vector<T>* mine = nullptr;
     (void)comm_->exchange("oa::dist::vector::gather (to one rank)", [&] {
-      mine = block_bytes();
+      mine = &block("oa::dist::vector::gather");
       return std::vector<std::byte>{};
     });
     std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()), 0);
-    counts[static_cast<std::size_t>(root)] = mine.size();
-    std::vector<T> all;
-    (void)comm_->all_to_all("oa::dist::vector::gather (to one rank)", mine, counts, [&](std::size_t bytes) {
-      all.resize(bytes / sizeof(T));
-      return reinterpret_cast<std::byte*>(all.data());
-    });
-    return all;
+    counts[static_cast<std::size_t>(root)] = mine->size();
+    return all_to_all<T>(*comm_, "oa::dist::vector::gather (to one rank)", std::span<const T>(*mine), counts);
   }
 
  private:
@@ -149,7 +164,7 @@ vector<T> generate(std::size_t total, F f, communicator& c = world()) {
 /// ranks learn each other's counts).
 template <class T>
 vector<T> from_local(std::vector<T> block, communicator& c = world()) {
-  const auto counts = detail::each_rank<std::uint64_t>(c, "oa::dist::from_local",
+  const auto counts = each_rank<std::uint64_t>(c, "oa::dist::from_local",
                                                        [&] { return static_cast<std::uint64_t>(block.size()); });
   return vector<T>(layout::of_counts(std::vector<std::size_t>(counts.begin(), counts.end())),
                    oa::hold(std::move(block)), c);
@@ -164,7 +179,7 @@ vector<T> read_binary(const std::string& path, communicator& c = world()) {
   const char* call = "oa::dist::read_binary";
   // Every rank's size of the file: a path naming different files on
   // different ranks (node-local disks) is refused, not read as one.
-  const auto sizes = detail::each_rank<std::uint64_t>(c, call, [&] {
+  const auto sizes = each_rank<std::uint64_t>(c, call, [&] {
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(path, ec);
     if (ec) throw oa::invalid_argument(call, "path", "'" + path + "': " + ec.message());
