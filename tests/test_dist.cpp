@@ -459,3 +459,21 @@ TEST_CASE("a GPU per rank on a node: local rank modulo the GPUs the driver lists
   CHECK(world().local_size() >= 1);
   CHECK(world().local_rank() < world().local_size());
 }
+
+TEST_CASE("ranks that take a value to be laid out differently fail alike, and go on together") {
+  if (ranks() < 2) return;
+  // Rank 1 thinks the 10 elements lie on rank 1 alone; the others, evenly.
+  std::vector<std::size_t> counts(static_cast<std::size_t>(ranks()), 0);
+  counts[1] = 10;
+  const oa::dist::layout mine = rank() == 1 ? oa::dist::layout::of_counts(counts) : oa::dist::layout::even(10, ranks());
+  const oa::dist::vector<double> v(mine, oa::hold(std::vector<double>(mine.count(rank()), 1.0)));
+  bool named = false;
+  try {
+    (void)oa::dist::reduce(v, 0.0);
+  } catch (const oa::dist::error& e) {
+    named = e.rank() == 1 && std::string(e.what()).find("rank 1 lays the value out otherwise than rank 0") != std::string::npos;
+  }
+  CHECK(named);
+  const auto x = oa::dist::generate<double>(10, [](std::size_t i) { return double(i); });
+  CHECK(oa::dist::reduce(x, 0.0) == 45.0);
+}

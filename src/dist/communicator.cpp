@@ -82,10 +82,10 @@ std::string mpi_text(int code) {
 /// one): whether its part failed, its bytes, and which call and phase it
 /// is in, by name, so that ranks in different ones say so.
 struct header {
-  std::uint64_t failed = 0, size = 0;
+  std::uint64_t failed = 0, size = 0, layout = 0;
   char call[48] = {};
 
-  header(bool f, std::size_t n, const std::string& name) : failed(f ? 1 : 0), size(n) {
+  header(bool f, std::size_t n, std::uint64_t l, const std::string& name) : failed(f ? 1 : 0), size(n), layout(l) {
     std::memcpy(call, name.data(), std::min(name.size(), sizeof call - 1));
   }
   header() = default;
@@ -139,9 +139,10 @@ class mpi_world final : public communicator {
   int local_size() const noexcept override { return local_size_; }
   std::uint64_t network_bytes() const noexcept override { return network_.load(std::memory_order_relaxed); }
 
-  std::vector<bytes> exchange(const std::string& call, const std::function<bytes()>& mine) override {
+  std::vector<bytes> exchange(const std::string& call, const std::function<bytes()>& mine,
+                              std::uint64_t layout) override {
     const entry in(*this, call);
-    return gather(call, mine);
+    return gather(call, mine, {}, layout);
   }
 
   std::vector<std::size_t> all_to_all(const std::string& call, std::span<const std::byte> send,
@@ -355,7 +356,7 @@ class mpi_world final : public communicator {
   /// thrown on every rank, naming the first rank that failed (on that rank,
   /// with its own exception nested).
   std::vector<bytes> gather(const std::string& call, const std::function<bytes()>& mine,
-                            const std::string& phase = {}) {
+                            const std::string& phase = {}, std::uint64_t layout = 0) {
     arrival tokens(*this, call);
     std::exception_ptr own;
     bytes payload;
@@ -370,7 +371,7 @@ class mpi_world final : public communicator {
       own = std::current_exception();
       payload = text_bytes("an exception of a type not derived from std::exception");
     }
-    const header mine_h(own != nullptr, payload.size(), phase.empty() ? call : call + " " + phase);
+    const header mine_h(own != nullptr, payload.size(), layout, phase.empty() ? call : call + " " + phase);
     std::vector<header> heads(static_cast<std::size_t>(size_));
     MPI_Request req;
     check(call, MPI_Iallgather(&mine_h, sizeof(header), MPI_BYTE, heads.data(), sizeof(header), MPI_BYTE, comm_, &req));
@@ -384,6 +385,15 @@ class mpi_world final : public communicator {
                       ": every rank calls the same oa::dist collectives in the same order",
                   call, r);
     }
+    // Ranks in step that take one value to be laid out differently: every
+    // rank sees it in the headers and fails alike, before the bytes move.
+    for (int r = 1; r < size_; ++r)
+      if (heads[static_cast<std::size_t>(r)].layout != heads[0].layout) {
+        tokens.done();
+        throw error(call + ": rank " + std::to_string(r) + " lays the value out otherwise than rank 0: every rank "
+                           "makes a distributed value with the same layout",
+                    call, r);
+      }
     std::vector<int> counts(static_cast<std::size_t>(size_)), displs;
     for (std::size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(heads[r].size);
     bytes all;

@@ -57,20 +57,26 @@ std::optional<T> fold(std::optional<T> start, const std::vector<T>& partials, co
 /// Every rank's block reduced by `op` (from its identity), in rank order.
 template <class U, class T, class Op>
 std::vector<U> totals(const char* call, const vector<T>& x, const Op& op) {
-  return each_rank<U>(x.comm(), call, [&] {
-    (void)x.block(call);
-    return U(oa::stl::reduce(x.local(), identity<Op, U>(), op).get());
-  });
+  return each_rank<U>(
+      x.comm(), call,
+      [&] {
+        (void)x.block(call);
+        return U(oa::stl::reduce(x.local(), identity<Op, U>(), op).get());
+      },
+      x.layout().key());
 }
 
 /// Every rank's partial (its block reduced by `local`), combined in rank
 /// order after init.
 template <class T, class Op, class Like, class F>
 T combine(const char* call, const vector<Like>& x, T init, const Op& op, F&& local) {
-  const auto partials = each_rank<T>(x.comm(), call, [&] {
-    (void)x.block(call);
-    return T(local().get());
-  });
+  const auto partials = each_rank<T>(
+      x.comm(), call,
+      [&] {
+        (void)x.block(call);
+        return T(local().get());
+      },
+      x.layout().key());
   return *fold<T>(std::optional<T>(init), partials, x.layout(), x.layout().ranks(), op);
 }
 

@@ -44,14 +44,17 @@ class array {
 
   /// The whole array on every rank (a collective).
   block_type gather() const {
-    const auto parts = comm_->exchange("oa::dist::array::gather", [&] {
+    const auto parts = comm_->exchange(
+        "oa::dist::array::gather",
+        [&] {
       const block_type& mine = local_.get();
       if (static_cast<std::size_t>(mine.size()) != layout_.count(comm_->rank()))
         throw oa::error("oa::dist::array::gather: rank " + std::to_string(comm_->rank()) + "'s block holds " +
                         std::to_string(mine.size()) + " elements, its layout " +
                         std::to_string(layout_.count(comm_->rank())));
       return detail::to_bytes(mine.data(), static_cast<std::size_t>(mine.size()));
-    });
+        },
+        layout_.key());
     block_type all(static_cast<Eigen::Index>(layout_.total()));
     Eigen::Index at = 0;
     for (const auto& p : parts) {
@@ -172,7 +175,8 @@ array<S> select(const array<bool>& c, const array<S>& a, std::type_identity_t<S>
 template <class S>
 S sum(const array<S>& a) {
   detail::usable("oa::dist::sum", "a", a);
-  const auto partials = each_rank<S>(a.comm(), "oa::dist::sum", [&] { return oa::sum(a.local()).get(); });
+  const auto partials =
+      each_rank<S>(a.comm(), "oa::dist::sum", [&] { return oa::sum(a.local()).get(); }, a.layout().key());
   S acc = 0;
   for (int r = 0; r < a.layout().ranks(); ++r)
     if (a.layout().count(r) > 0) acc += partials[static_cast<std::size_t>(r)];
@@ -184,9 +188,9 @@ namespace detail {
 template <bool Min, class S>
 S extreme(const char* call, const array<S>& a) {
   usable(call, "a", a);
-  const auto partials = each_rank<S>(a.comm(), call, [&] {
-    return (Min ? oa::min_coeff(a.local()) : oa::max_coeff(a.local())).get();
-  });
+  const auto partials = each_rank<S>(
+      a.comm(), call, [&] { return (Min ? oa::min_coeff(a.local()) : oa::max_coeff(a.local())).get(); },
+      a.layout().key());
   S acc = partials.front();
   for (const S& p : partials) acc = Min ? std::min(acc, p) : std::max(acc, p);
   return acc;

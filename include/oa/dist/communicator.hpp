@@ -51,9 +51,12 @@ class communicator {
   /// Every rank's bytes, in rank order, on every rank: what `mine` returns
   /// here (its size may differ by rank). When `mine` throws on some rank,
   /// every rank throws oa::dist::error naming `call`, the first such rank
-  /// and its message. Every rank must call it, in the same order.
+  /// and its message; so it does when the ranks pass different `layout`s
+  /// (a key of what they take to be one value's layout: layout::key()).
+  /// Every rank must call it, in the same order.
   virtual std::vector<std::vector<std::byte>> exchange(const std::string& call,
-                                                       const std::function<std::vector<std::byte>()>& mine) = 0;
+                                                       const std::function<std::vector<std::byte>()>& mine,
+                                                       std::uint64_t layout = 0) = 0;
 
   /// Sends `counts[r]` bytes of `send` (the parts for ranks 0, 1, ...
   /// one after another) to each rank r (MPI_Alltoallv); what the ranks send

@@ -4,6 +4,7 @@
 // layout, so checks that two values are laid out alike need no message.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,14 @@ class layout {
     return offsets_.at(static_cast<std::size_t>(rank) + 1) - offsets_.at(static_cast<std::size_t>(rank));
   }
   bool operator==(const layout&) const = default;
+
+  /// A key of the layout (FNV-1a of its counts): ranks compare keys to know
+  /// they take a value to be laid out alike.
+  std::uint64_t key() const noexcept {
+    std::uint64_t h = 0xcbf29ce484222325u;
+    for (std::size_t o : offsets_) h = (h ^ o) * 0x100000001b3u;
+    return h;
+  }
 
   /// "4 units over 2 ranks (3, 1)", for messages.
   std::string describe() const {

@@ -216,6 +216,9 @@ matrix<S> gemm(const matrix<S>& a, const matrix<S>& b) {
     throw oa::invalid_argument(call, "b", std::to_string(b.rows()) + " rows for A's " + std::to_string(a.cols()) + " columns");
   if (!(a.grid() == b.grid()) || &a.comm() != &b.comm())
     throw oa::invalid_argument(call, "b", "laid out over another grid than A");
+  // Every rank takes the operands to be of one shape over one grid.
+  const std::uint64_t shapes = a.row_layout().key() ^ (a.col_layout().key() << 1) ^ (b.col_layout().key() << 2);
+  (void)a.comm().exchange(call, [] { return std::vector<std::byte>{}; }, shapes);
   using block = typename matrix<S>::local_type;
   block cm = block::Zero(static_cast<Eigen::Index>(a.local_rows()), static_cast<Eigen::Index>(b.local_cols()));
   std::exception_ptr failed;

@@ -89,7 +89,7 @@ vector<T> sort(const vector<T>& x, Compare comp = {}) {
       samples[i] = {(*block)[pos], me, pos};
     }
     return detail::to_bytes(samples.data(), samples.size());
-  });
+  }, x.layout().key());
   std::vector<tagged<T>> samples;
   for (const auto& p : parts) {
     const auto some = detail::from_bytes<tagged<T>>(p);

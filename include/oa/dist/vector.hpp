@@ -38,14 +38,18 @@ std::vector<T> from_bytes(const std::vector<std::byte>& b) {
 }  // namespace detail
 
 /// Every rank's `local()` value, in rank order, on every rank (a
-/// collective agreeing on failure: see communicator::exchange).
+/// collective agreeing on failure, and on `layout`: see
+/// communicator::exchange).
 template <class T, class F>
-std::vector<T> each_rank(communicator& c, const std::string& call, F&& local) {
+std::vector<T> each_rank(communicator& c, const std::string& call, F&& local, std::uint64_t layout = 0) {
   static_assert(std::is_trivially_copyable_v<T>, "oa::dist: values exchanged between ranks must be trivially copyable");
-  const auto parts = c.exchange(call, [&] {
-    const T v = local();
-    return detail::to_bytes(&v, 1);
-  });
+  const auto parts = c.exchange(
+      call,
+      [&] {
+        const T v = local();
+        return detail::to_bytes(&v, 1);
+      },
+      layout);
   std::vector<T> out;
   out.reserve(parts.size());
   for (const auto& p : parts) out.push_back(detail::from_bytes<T>(p).at(0));
@@ -110,7 +114,7 @@ class vector {
 
   /// The whole vector on every rank (a collective: every rank calls it).
   std::vector<T> gather() const {
-    const auto parts = comm_->exchange("oa::dist::vector::gather", [&] { return block_bytes(); });
+    const auto parts = comm_->exchange("oa::dist::vector::gather", [&] { return block_bytes(); }, layout_.key());
     return joined(parts);
   }
 
@@ -120,10 +124,13 @@ class vector {
       throw oa::invalid_argument("oa::dist::vector::gather", "root",
                                  std::to_string(root) + " is not a rank of " + std::to_string(comm_->size()));
     const std::vector<T>* mine = nullptr;
-    (void)comm_->exchange("oa::dist::vector::gather (to one rank)", [&] {
-      mine = &block("oa::dist::vector::gather");
-      return std::vector<std::byte>{};
-    });
+    (void)comm_->exchange(
+        "oa::dist::vector::gather (to one rank)",
+        [&] {
+          mine = &block("oa::dist::vector::gather");
+          return std::vector<std::byte>{};
+        },
+        layout_.key());
     std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()), 0);
     counts[static_cast<std::size_t>(root)] = mine->size();
     return all_to_all<T>(*comm_, "oa::dist::vector::gather (to one rank)", std::span<const T>(*mine), counts);
