@@ -159,23 +159,32 @@ measured transform_reduce(const dist_options& opt, std::size_t n, oa::dist::comm
   return m;
 }
 
-template <class T>
-measured scan(const dist_options& opt, std::size_t n, oa::dist::communicator& c) {
+/// `op` of the generated vector timed, up to each rank's block of the
+/// result computed; the result kept for --verify.
+template <class T, class Op>
+oa::dist::vector<T> timed_vector_op(const dist_options& opt, std::size_t n, oa::dist::communicator& c, measured& m,
+                                    Op op) {
   const auto x = oa::dist::generate<T>(n, [&](std::size_t i) { return value_at<T>(opt.seed, i); }, c);
-  measured m;
   std::optional<oa::dist::vector<T>> s;
   m.seconds = timed(c, opt, [&] {
-    s.emplace(oa::dist::inclusive_scan(x));
+    s.emplace(op(x));
     (void)s->local().get();
   });
   after_runs(m, c);
+  return std::move(*s);
+}
+
+template <class T>
+measured scan(const dist_options& opt, std::size_t n, oa::dist::communicator& c) {
+  measured m;
+  const auto s = timed_vector_op<T>(opt, n, c, m, [](const auto& x) { return oa::dist::inclusive_scan(x); });
   if (opt.verify) {  // this rank's block against the sum of everything before it, then its own
     T acc{};
-    for (std::size_t i = 0; i < s->offset(); ++i) acc += value_at<T>(opt.seed, i);
+    for (std::size_t i = 0; i < s.offset(); ++i) acc += value_at<T>(opt.seed, i);
     double err = 0;
-    const std::vector<T>& mine = s->local().get();
+    const std::vector<T>& mine = s.local().get();
     for (std::size_t i = 0; i < mine.size(); ++i) {
-      acc += value_at<T>(opt.seed, s->offset() + i);
+      acc += value_at<T>(opt.seed, s.offset() + i);
       err = std::max(err, relative(static_cast<double>(mine[i]), static_cast<double>(acc)));
     }
     m.error = largest(c, err);
@@ -185,16 +194,10 @@ measured scan(const dist_options& opt, std::size_t n, oa::dist::communicator& c)
 
 template <class T>
 measured sort(const dist_options& opt, std::size_t n, oa::dist::communicator& c) {
-  const auto x = oa::dist::generate<T>(n, [&](std::size_t i) { return value_at<T>(opt.seed, i); }, c);
   measured m;
-  std::optional<oa::dist::vector<T>> s;
-  m.seconds = timed(c, opt, [&] {
-    s.emplace(oa::dist::sort(x));
-    (void)s->local().get();
-  });
-  after_runs(m, c);
+  const auto s = timed_vector_op<T>(opt, n, c, m, [](const auto& x) { return oa::dist::sort(x); });
   if (opt.verify) {  // on the gathered result, on rank 0
-    const std::vector<T> all = s->gather(0);
+    const std::vector<T> all = s.gather(0);
     double err = 0;
     if (c.rank() == 0) {
       std::vector<T> want(n);
