@@ -315,7 +315,17 @@ TEST_CASE_TEMPLATE("sort: many runs, duplicates, sorted and reversed input, both
       // By value: std::sort leaves -0.0 and +0.0 (equal) in either order.
       CHECK(up == ascending);
       CHECK(down == descending);
+      // A vector given up: the same order, with no bytes kept for a rollback.
+      oa::clear_reports();
+      CHECK(oa::stl::detail::sort_owned<T, false>(*input) == ascending);
+      CHECK(oa::stl::detail::sort_owned<T, true>(*input) == descending);
+      const auto reps = oa::reports();
+      CHECK(reps.size() >= 4);  // runs and merge, twice
+      for (const auto& r : reps) CHECK(r.rollback_bytes == 0);
     }
+    for (const std::size_t small : {0, 1, 2})
+      CHECK(oa::stl::detail::sort_owned<T, false>(std::vector<T>(ascending.end() - small, ascending.end())) ==
+            std::vector<T>(ascending.end() - small, ascending.end()));
     std::size_t chunks = 0;
     for (const auto& r : oa::reports()) chunks = std::max(chunks, r.chunks);
     CHECK(chunks >= 2);

@@ -574,17 +574,51 @@ inline constexpr auto sorted_runs = oa::annotate<"oa::stl::sort (runs)">(
                   }))
                       .scratch(0, gpu_sort_scratch<T>(sort_run))));
 
+/// Positions [out.first, out.first + out.size()) of the merge of `all`'s runs,
+/// into `out`.
+template <class T, bool Descending, class Out>
+void merge_range(const std::vector<T>& all, Out& out) {
+  std::vector<std::span<const T>> runs;
+  for (std::size_t from = 0; from < all.size(); from += sort_run)
+    runs.emplace_back(all.data() + from, std::min(sort_run, all.size() - from));
+  const auto lo = sort_detail::split_at<T, Descending>(runs, out.first);
+  const auto hi = sort_detail::split_at<T, Descending>(runs, out.first + out.size());
+  sort_detail::merge_parts<T, Descending>(runs, lo, hi, std::span<T>(out.data(), out.size()));
+}
+
 template <class T, bool Descending>
 inline constexpr auto merge_runs = oa::annotate<"oa::stl::sort (merge)">(
     oa::cpu([](auto& out, const std::vector<T>& all) {
-      std::vector<std::span<const T>> runs;
-      for (std::size_t from = 0; from < all.size(); from += sort_run)
-        runs.emplace_back(all.data() + from, std::min(sort_run, all.size() - from));
-      const auto lo = sort_detail::split_at<T, Descending>(runs, out.first);
-      const auto hi = sort_detail::split_at<T, Descending>(runs, out.first + out.size());
-      sort_detail::merge_parts<T, Descending>(runs, lo, hi, std::span<T>(out.data(), out.size()));
+      merge_range<T, Descending>(all, out);
     }),
     oa::args(oa::mut<split::indexed>("first"), oa::scalar<std::vector<T>>("runs")));
+
+/// The merge into a new vector shaped like the runs, whole runs per chunk
+/// (`part` only says which): the runs are read whole (`all`, the same
+/// value), and nothing of the caller's is updated in place, so nothing is
+/// kept for a rollback.
+template <class T, bool Descending>
+inline constexpr auto merged_runs = oa::annotate<"oa::stl::sort (merge)">(
+    oa::cpu([](const auto& part, const std::vector<T>& all, auto& out) {
+      (void)part;
+      merge_range<T, Descending>(all, out);
+    }),
+    oa::args(oa::in<sort_runs>("runs"), oa::scalar<std::vector<T>>("all runs"),
+             oa::out<sort_runs, std::vector<T>>("sorted")));
+
+/// Sorts a vector the caller gives up, holding at most two of its size at
+/// once (the input and its runs, then the runs and the result) where
+/// oa::stl::sort holds three (the container, its runs, and its bytes kept
+/// for a rollback): the input is released once its runs are made. Evaluates.
+template <class T, bool Descending>
+std::vector<T> sort_owned(std::vector<T> v) {
+  lazy<std::vector<T>> runs = sorted_runs<T, Descending>(v);
+  runs.get();
+  std::vector<T>().swap(v);
+  lazy<std::vector<T>> sorted = merged_runs<T, Descending>(runs, runs);
+  runs = {};
+  return std::move(sorted).take();
+}
 
 /// op(init, reduced): a call of one unit, after the reduction.
 template <class Op, class R>

@@ -3,11 +3,12 @@
 // element drawn in each of even strata), the
 // samples give every rank the same splitters, each rank sends every other
 // the elements between their splitters (MPI_Alltoallv), and each sorts
-// what it received with oa::stl::sort, out of core on its devices. Equal
+// what it received with oa::stl's sort, out of core on its devices. Equal
 // keys are told apart by their rank and position, so that splitters cut a
 // run of duplicates too: no rank receives much more than its share,
 // however skewed the keys. A rank holds its block, what it sends and what
-// it receives, never the whole.
+// it receives, never the whole; sorting what it received takes no more
+// (its runs replace it).
 
 #include <algorithm>
 #include <cstdint>
@@ -121,9 +122,11 @@ vector<T> sort(const vector<T>& x, Compare comp = {}) {
   for (std::size_t i = 0; i < n; ++i) send[next[rank_of(i)]++] = (*block)[i];
   std::vector<T> mine = all_to_all<T>(c, call, std::span<const T>(send), counts);
   std::vector<T>().swap(send);
+  // What this rank received is its own: sorted without a copy kept for
+  // a rollback, and released once its runs are made.
+  constexpr bool descending = std::is_same_v<Compare, std::greater<>> || std::is_same_v<Compare, std::greater<T>>;
   const auto sizes = each_rank<std::uint64_t>(c, call, [&] {
-    oa::stl::sort(mine, comp);
-    oa::evaluate();
+    mine = oa::stl::detail::sort_owned<T, descending>(std::move(mine));
     return static_cast<std::uint64_t>(mine.size());
   });
   return vector<T>(layout::of_counts(std::vector<std::size_t>(sizes.begin(), sizes.end())), oa::hold(std::move(mine)),
