@@ -5,8 +5,10 @@
 // (or with --per-rank each rank's block); rank 0 prints the table and
 // writes the records, which add the ranks, the elements per rank, the bytes
 // that crossed between ranks and the largest peak host memory of a rank.
-//   blackscholes      the Eigen workload over oa::dist::array (each rank its
-//                     block: no bytes between ranks but the checks)
+//   blackscholes, haversine, crime
+//                     the paging workloads over oa::dist::array (each rank
+//                     its block: no bytes between ranks but crime's sum
+//                     and the checks)
 //   transform_reduce  sum((a + b) * c) over oa::dist vectors
 //   scan              oa::dist::inclusive_scan
 //   sort              oa::dist::sort (a sample sort)
