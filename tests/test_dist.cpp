@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
+#include <span>
 #include <oa/dist.hpp>
 #include <oa/oa.hpp>
 
@@ -476,4 +478,83 @@ TEST_CASE("ranks that take a value to be laid out differently fail alike, and go
   CHECK(named);
   const auto x = oa::dist::generate<double>(10, [](std::size_t i) { return double(i); });
   CHECK(oa::dist::reduce(x, 0.0) == 45.0);
+}
+
+TEST_CASE("split communicators: numbered by key, broadcasts of their own, several under way at once") {
+  const int me = rank(), half = me % 2;
+  // Ranks of one parity, numbered from the highest.
+  const auto part = world().split("test split", half, -me);
+  const int members = (ranks() + 1 - half) / 2;
+  CHECK(part->size() == members);
+  CHECK(part->rank() == (ranks() - 1 - me) / 2);
+  const std::uint64_t before = world().network_bytes();
+  // Two broadcasts begun before either is waited for: from the first and
+  // from the last of the part, each of its own bytes.
+  std::vector<std::int64_t> first(1000), last(3);
+  if (part->rank() == 0) std::iota(first.begin(), first.end(), 100 * me);
+  if (part->rank() == members - 1) std::fill(last.begin(), last.end(), -me);
+  const auto bytes = [](auto& v) { return std::as_writable_bytes(std::span(v)); };
+  auto r1 = part->broadcast("test broadcast", 0, bytes(first));
+  auto r2 = part->broadcast("test broadcast", members - 1, bytes(last));
+  while (!r2->done()) std::this_thread::yield();
+  r1->wait();
+  r1->wait();  // finished: returns at once
+  // The first of the part is the highest rank of this parity, the last the lowest.
+  const int highest = ranks() - 1 - ((ranks() - 1 - half) % 2), lowest = half;
+  CHECK(first.front() == 100 * highest);
+  CHECK(first.back() == 100 * highest + 999);
+  CHECK(last == std::vector<std::int64_t>(3, -lowest));
+  if (members > 1) CHECK(world().network_bytes() > before);
+  // The parts' collectives are apart from the world's, and name ranks as the run does.
+  CHECK(oa::dist::each_rank<int>(*part, "test part", [&] { return me; }).size() == static_cast<std::size_t>(members));
+  bool thrown = false;
+  try {
+    (void)oa::dist::each_rank<int>(*part, "test part", [&]() -> int {
+      if (part->rank() == 0) throw std::runtime_error("refused");
+      return 0;
+    });
+  } catch (const oa::dist::error& e) {
+    thrown = true;
+    CHECK(e.rank() == highest);
+  }
+  CHECK(thrown);
+  CHECK_THROWS_AS(part->broadcast("test broadcast", members, bytes(last)), oa::invalid_argument);
+  // A color refused on one rank fails the split on every rank.
+  CHECK_THROWS_AS(world().split("test split", me == ranks() - 1 ? -1 : 0, 0), oa::dist::error);
+}
+
+TEST_CASE("gemm: a product that fails on one rank fails every rank's call, naming it; the next one runs") {
+  const oa::dist::grid g = oa::dist::grid::near_square(ranks());
+  const auto f = [](std::size_t i, std::size_t j) { return real_at(i * 17 + j); };
+  const auto a = oa::dist::generate_matrix<double>(40, 40, f, g);
+  const int last = ranks() - 1;
+  {
+    // The last rank's products go to a runtime whose device cannot be made
+    // (a GPU no machine has): they run on a thread of their own, on the
+    // caller's runtime.
+    std::optional<oa::runtime> broken;
+    std::optional<oa::runtime::use> on;
+    if (rank() == last) {
+      oa::config c = oa::current_config();
+      c.devices = "cuda:63";
+      broken.emplace(c);
+      on.emplace(*broken);
+    }
+    bool thrown = false;
+    try {
+      (void)oa::dist::gemm(a, a);
+    } catch (const oa::dist::error& e) {
+      thrown = true;
+      CHECK(e.call() == "oa::dist::gemm");
+      CHECK(e.rank() == last);
+    }
+    CHECK(thrown);
+  }
+  const Eigen::MatrixXd got = oa::dist::gemm(a, a).gather(0);
+  if (rank() == 0) {
+    Eigen::MatrixXd w(40, 40);
+    for (std::size_t i = 0; i < 40; ++i)
+      for (std::size_t j = 0; j < 40; ++j) w(i, j) = f(i, j);
+    CHECK((got - w * w).cwiseAbs().maxCoeff() <= 1e-9 * (w * w).cwiseAbs().maxCoeff());
+  }
 }

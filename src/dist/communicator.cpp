@@ -92,52 +92,47 @@ struct header {
   std::string name() const { return std::string(call, strnlen(call, sizeof call)); }
 };
 
-class mpi_world final : public communicator {
+/// What every communicator of the run shares: the thread level, whether
+/// ranks were found out of step, which thread is in a collective, the bytes
+/// moved.
+struct run_state {
+  int thread_level = MPI_THREAD_SINGLE;
+  std::atomic<bool> broken{false};
+  std::atomic<std::thread::id> owner{};
+  std::atomic<std::uint64_t> network{0};
+};
+
+class mpi_comm final : public communicator {
  public:
-  mpi_world() {
-    int ready = 0;
-    MPI_Initialized(&ready);
-    if (!ready) {
-      check("MPI_Init_thread", MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &thread_level_));
-      we_initialised_ = true;
-    } else {
-      MPI_Query_thread(&thread_level_);
-    }
-    // A communicator of our own: our messages never meet the program's.
-    check("MPI_Comm_dup", MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+  /// Over `comm` (ours to free), its ranks named by their rank in the run.
+  mpi_comm(run_state& run, MPI_Comm comm, int local_rank, int local_size)
+      : run_(run), comm_(comm), local_rank_(local_rank), local_size_(local_size) {
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    // The ranks on this node: each takes a GPU of its own unless the
-    // launcher chose (CUDA_VISIBLE_DEVICES), set before CUDA starts.
-    MPI_Comm node;
-    if (MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-      MPI_Comm_rank(node, &local_rank_);
-      MPI_Comm_size(node, &local_size_);
-      MPI_Comm_free(&node);
-    }
-    if (!std::getenv("CUDA_VISIBLE_DEVICES"))
-      if (const auto gpu = detail::gpu_for(local_rank_, local_size_, detail::gpus_listed()))
-        ::setenv("CUDA_VISIBLE_DEVICES", std::to_string(*gpu).c_str(), 0);
+    world_ranks_.resize(static_cast<std::size_t>(size_));
+    MPI_Group mine, everyone;
+    MPI_Comm_group(comm_, &mine);
+    MPI_Comm_group(MPI_COMM_WORLD, &everyone);
+    std::vector<int> ranks(world_ranks_.size());
+    for (int r = 0; r < size_; ++r) ranks[static_cast<std::size_t>(r)] = r;
+    MPI_Group_translate_ranks(mine, size_, ranks.data(), everyone, world_ranks_.data());
+    MPI_Group_free(&mine);
+    MPI_Group_free(&everyone);
   }
-
-  /// At exit: MPI finalised when oa began it; after ranks were found in
-  /// different collectives they cannot be trusted to end together, so the
-  /// whole run is aborted instead.
-  void end() noexcept {
+  ~mpi_comm() override {
     int done = 0;
     MPI_Finalized(&done);
-    if (done) return;
-    if (broken_) MPI_Abort(MPI_COMM_WORLD, 1);
-    MPI_Comm_free(&comm_);
-    if (we_initialised_) MPI_Finalize();
+    if (!done) MPI_Comm_free(&comm_);
   }
+  mpi_comm(const mpi_comm&) = delete;
+  mpi_comm& operator=(const mpi_comm&) = delete;
 
   int rank() const noexcept override { return rank_; }
   int size() const noexcept override { return size_; }
   int local_rank() const noexcept override { return local_rank_; }
   int local_size() const noexcept override { return local_size_; }
-  std::uint64_t network_bytes() const noexcept override { return network_.load(std::memory_order_relaxed); }
+  std::uint64_t network_bytes() const noexcept override { return run_.network.load(std::memory_order_relaxed); }
 
   std::vector<bytes> exchange(const std::string& call, const std::function<bytes()>& mine,
                               std::uint64_t layout) override {
@@ -164,7 +159,7 @@ class mpi_world final : public communicator {
     {
       arrival tokens(*this, call);
       check(call, MPI_Ialltoall(send_counts.data(), 1, MPI_INT, recv_counts.data(), 1, MPI_INT, comm_, &req));
-      wait(call, req, tokens);
+      wait(call, req, &tokens);
       tokens.done();
     }
     std::byte* recv = nullptr;
@@ -176,7 +171,7 @@ class mpi_world final : public communicator {
     arrival tokens(*this, call);
     check(call, MPI_Ialltoallv(send.data(), send_counts.data(), send_displs.data(), MPI_BYTE, recv, recv_counts.data(),
                                recv_displs.data(), MPI_BYTE, comm_, &req));
-    wait(call, req, tokens);
+    wait(call, req, &tokens);
     tokens.done();
     std::vector<std::size_t> from(recv_counts.size());
     std::uint64_t moved = 0;
@@ -185,8 +180,26 @@ class mpi_world final : public communicator {
       from[k] = static_cast<std::size_t>(recv_counts[k]);
       if (r != rank_) moved += static_cast<std::uint64_t>(send_counts[k]) + from[k];
     }
-    network_ += moved;
+    run_.network += moved;
     return from;
+  }
+
+  class pending;
+  std::unique_ptr<request> broadcast(const std::string& call, int root, std::span<std::byte> bytes) override;
+
+  std::unique_ptr<communicator> split(const std::string& call, int color, int key) override {
+    const entry in(*this, call);
+    // Every rank's arguments agreed first: a negative color (MPI_UNDEFINED
+    // to MPI) would leave a rank without a communicator.
+    (void)gather(call, [&]() -> bytes {
+      if (color < 0) throw oa::invalid_argument(call.c_str(), "color", std::to_string(color) + " is negative");
+      return {};
+    }, "(split)");
+    // MPI_Comm_split blocks: every rank has arrived (the exchange above),
+    // so it waits for nothing but its own work.
+    MPI_Comm part = MPI_COMM_NULL;
+    check(call, MPI_Comm_split(comm_, color, key, &part));
+    return std::make_unique<mpi_comm>(run_, part, local_rank_, local_size_);
   }
 
  private:
@@ -195,15 +208,15 @@ class mpi_world final : public communicator {
   /// other ranks could not tell which is which.
   class entry {
    public:
-    entry(mpi_world& w, const std::string& call) : w_(w) {
+    entry(mpi_comm& w, const std::string& call) : w_(w) {
       w.usable(call);
       int main_thread = 1;
-      if (w.thread_level_ < MPI_THREAD_SERIALIZED && (MPI_Is_thread_main(&main_thread), !main_thread))
+      if (w.run_.thread_level < MPI_THREAD_SERIALIZED && (MPI_Is_thread_main(&main_thread), !main_thread))
         throw error(call + ": called from a thread other than the one that initialised MPI, whose thread level "
                            "allows only that one (initialise MPI with MPI_THREAD_SERIALIZED or let oa do it)",
                     call, -1);
       std::thread::id none;
-      if (!w.owner_.compare_exchange_strong(none, std::this_thread::get_id()))
+      if (!w.run_.owner.compare_exchange_strong(none, std::this_thread::get_id()))
         throw error(none == std::this_thread::get_id()
                         ? call + ": called inside another oa::dist collective's local part (a call evaluated for "
                                  "it): collectives are called by the program, one after another"
@@ -211,12 +224,12 @@ class mpi_world final : public communicator {
                                  "collectives are called by one thread at a time, in the same order on every rank",
                     call, -1);
     }
-    ~entry() { w_.owner_.store(std::thread::id{}); }
+    ~entry() { w_.run_.owner.store(std::thread::id{}); }
     entry(const entry&) = delete;
     entry& operator=(const entry&) = delete;
 
    private:
-    mpi_world& w_;
+    mpi_comm& w_;
   };
 
   /// Every rank reaching a collective, posted before its local part: a
@@ -224,12 +237,12 @@ class mpi_world final : public communicator {
   /// from every rank to every other that name, past the deadline, the ranks
   /// that have not (up to named_ranks ranks).
   struct arrival {
-    mpi_world& w;
+    mpi_comm& w;
     MPI_Request all = MPI_REQUEST_NULL;
     std::vector<MPI_Request> reqs;  // receives by rank (this one's a null request), then sends
     std::vector<char> token;
     bool everyone = false;
-    arrival(mpi_world& world, const std::string& call) : w(world) {
+    arrival(mpi_comm& world, const std::string& call) : w(world) {
       if (w.size_ == 1) {
         everyone = true;
         return;
@@ -262,7 +275,7 @@ class mpi_world final : public communicator {
         int came = 1;
         if (reqs[static_cast<std::size_t>(r)] != MPI_REQUEST_NULL)
           MPI_Test(&reqs[static_cast<std::size_t>(r)], &came, MPI_STATUS_IGNORE);
-        if (!came) out += (out.empty() ? "rank " : ", rank ") + std::to_string(r);
+        if (!came) out += (out.empty() ? "rank " : ", rank ") + std::to_string(w.world_ranks_[static_cast<std::size_t>(r)]);
       }
       return out;
     }
@@ -274,6 +287,18 @@ class mpi_world final : public communicator {
     }
   };
 
+  /// Rank r here, as the run numbers it (what messages say).
+  int who(int r) const { return world_ranks_[static_cast<std::size_t>(r)]; }
+  /// " of 4" for the run's ranks, " of ranks 1, 3" for some of them.
+  std::string of_ranks() const {
+    int everyone = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &everyone);
+    if (everyone == size_) return " of " + std::to_string(size_);
+    std::string out = " of ranks";
+    for (int r = 0; r < size_; ++r) out += (r ? ", " : " ") + std::to_string(who(r));
+    return out;
+  }
+
   static bytes text_bytes(const std::string& s) {
     bytes b(s.size());
     std::memcpy(b.data(), s.data(), s.size());
@@ -282,12 +307,12 @@ class mpi_world final : public communicator {
 
   void check(const std::string& call, int code) {
     if (code == MPI_SUCCESS) return;
-    broken_ = true;
+    run_.broken = true;
     throw error(call + ": MPI failed: " + mpi_text(code), call, -1);
   }
 
   void usable(const std::string& call) const {
-    if (broken_)
+    if (run_.broken)
       throw error(call + ": an earlier oa::dist collective found the ranks out of step; the run cannot go on "
                   "(it is aborted at exit)",
                   call, -1);
@@ -323,7 +348,9 @@ class mpi_world final : public communicator {
   /// the ranks that did not arrive, goes to stderr and the run is aborted.
   /// The poll spins briefly, then sleeps (up to half a millisecond) so that
   /// a rank waiting for others leaves the cores to ranks still computing.
-  void wait(const std::string& call, MPI_Request& req, arrival& tokens) {
+  /// Without `tokens` (a broadcast, which posts none), past the deadline the
+  /// message names the ranks of this communicator instead.
+  void wait(const std::string& call, MPI_Request& req, arrival* tokens) {
     const double limit = oa::current_config().dist_timeout;
     const auto start = std::chrono::steady_clock::now();
     auto nap = std::chrono::microseconds(0);
@@ -332,11 +359,12 @@ class mpi_world final : public communicator {
       check(call, MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) return;
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (limit > 0 && waited > limit && !tokens.arrived()) {
-        const std::string who = tokens.missing();
+      if (limit > 0 && waited > limit && !(tokens && tokens->arrived())) {
+        std::string missing = tokens ? tokens->missing() : std::string();
+        if (missing.empty()) missing = "a rank";
         std::ostringstream what;
-        what << "oa: " << call << ": " << (who.empty() ? std::string("a rank") : who) << " of " << size_
-             << " did not arrive within " << limit << " s (OA_DIST_TIMEOUT); this is rank " << rank_
+        what << "oa: " << call << ": " << missing << of_ranks()
+             << " did not arrive within " << limit << " s (OA_DIST_TIMEOUT); this is rank " << who(rank_)
              << "; the run is aborted\n";
         std::fputs(what.str().c_str(), stderr);
         std::fflush(stderr);
@@ -375,24 +403,24 @@ class mpi_world final : public communicator {
     std::vector<header> heads(static_cast<std::size_t>(size_));
     MPI_Request req;
     check(call, MPI_Iallgather(&mine_h, sizeof(header), MPI_BYTE, heads.data(), sizeof(header), MPI_BYTE, comm_, &req));
-    wait(call, req, tokens);
+    wait(call, req, &tokens);
     for (int r = 0; r < size_; ++r) {
       const header& h = heads[static_cast<std::size_t>(r)];
       if (h.name() == mine_h.name()) continue;
       tokens.done();
-      broken_ = true;
-      throw error(call + ": rank " + std::to_string(r) + " is in " + h.name() + ", this rank in " + mine_h.name() +
-                      ": every rank calls the same oa::dist collectives in the same order",
-                  call, r);
+      run_.broken = true;
+      throw error(call + ": rank " + std::to_string(who(r)) + " is in " + h.name() + ", this rank in " +
+                      mine_h.name() + ": every rank calls the same oa::dist collectives in the same order",
+                  call, who(r));
     }
     // Ranks in step that take one value to be laid out differently: every
     // rank sees it in the headers and fails alike, before the bytes move.
     for (int r = 1; r < size_; ++r)
       if (heads[static_cast<std::size_t>(r)].layout != heads[0].layout) {
         tokens.done();
-        throw error(call + ": rank " + std::to_string(r) + " lays the value out otherwise than rank 0: every rank "
-                           "makes a distributed value with the same layout",
-                    call, r);
+        throw error(call + ": rank " + std::to_string(who(r)) + " lays the value out otherwise than rank " +
+                        std::to_string(who(0)) + ": every rank makes a distributed value with the same layout",
+                    call, who(r));
       }
     std::vector<int> counts(static_cast<std::size_t>(size_)), displs;
     for (std::size_t r = 0; r < counts.size(); ++r) counts[r] = static_cast<int>(heads[r].size);
@@ -405,9 +433,9 @@ class mpi_world final : public communicator {
     }
     check(call, MPI_Iallgatherv(payload.data(), static_cast<int>(payload.size()), MPI_BYTE, all.data(), counts.data(),
                                 displs.data(), MPI_BYTE, comm_, &req));
-    wait(call, req, tokens);
+    wait(call, req, &tokens);
     tokens.done();
-    network_ += payload.size() * static_cast<std::uint64_t>(size_ - 1) + (all.size() - payload.size());
+    run_.network += payload.size() * static_cast<std::uint64_t>(size_ - 1) + (all.size() - payload.size());
     int first = -1, failures = 0;
     for (int r = 0; r < size_; ++r)
       if (heads[static_cast<std::size_t>(r)].failed) {
@@ -417,48 +445,141 @@ class mpi_world final : public communicator {
     if (first >= 0) {
       const auto k = static_cast<std::size_t>(first);
       const std::string message(reinterpret_cast<const char*>(all.data() + displs[k]), static_cast<std::size_t>(counts[k]));
-      const std::string what = call + ": rank " + std::to_string(first) + " of " + std::to_string(size_) + " failed" +
+      const std::string what = call + ": rank " + std::to_string(who(first)) + of_ranks() + " failed" +
                                (failures > 1 ? " (and " + std::to_string(failures - 1) + " more)" : "") + ": " +
                                message;
       if (own) {
         try {
           std::rethrow_exception(own);
         } catch (...) {
-          std::throw_with_nested(error(what, call, first));
+          std::throw_with_nested(error(what, call, who(first)));
         }
       }
-      throw error(what, call, first);
+      throw error(what, call, who(first));
     }
     std::vector<bytes> out(static_cast<std::size_t>(size_));
     for (std::size_t r = 0; r < out.size(); ++r) out[r].assign(all.data() + displs[r], all.data() + displs[r] + counts[r]);
     return out;
   }
 
+  run_state& run_;
   MPI_Comm comm_ = MPI_COMM_NULL;
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, thread_level_ = MPI_THREAD_SINGLE;
-  bool we_initialised_ = false;
-  std::atomic<bool> broken_{false};
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::vector<int> world_ranks_;  // by rank here: the rank in the run, which messages name
   std::uint64_t tag_ = 0;
-  std::atomic<std::uint64_t> network_{0};
-  std::atomic<std::thread::id> owner_{};
 };
 
-/// The run's communicator: made on first use, never destroyed (MPI ends in
-/// an exit handler, after the program's last use of it).
-mpi_world* the_world = nullptr;
+/// A broadcast under way: MPI's request, moved on by done() and finished by
+/// wait() (or, unfinished, by the destructor: its buffer is written until
+/// then).
+class mpi_comm::pending final : public communicator::request {
+ public:
+  pending(mpi_comm& c, std::string call) : c_(c), call_(std::move(call)) {}
+  ~pending() override {
+    if (req_ == MPI_REQUEST_NULL) return;
+    try {
+      c_.wait(call_, req_, nullptr);
+    } catch (...) {
+      std::fputs(("oa: " + call_ + ": a broadcast failed while its buffer was being freed; the run is aborted\n").c_str(),
+                 stderr);
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+  void wait() override {
+    const entry in(c_, call_);
+    c_.wait(call_, req_, nullptr);
+  }
+  bool done() override {
+    if (req_ == MPI_REQUEST_NULL) return true;
+    const entry in(c_, call_);
+    int finished = 0;
+    c_.check(call_, MPI_Test(&req_, &finished, MPI_STATUS_IGNORE));
+    return finished != 0;
+  }
+  MPI_Request req_ = MPI_REQUEST_NULL;
 
-mpi_world& the_run() {
-  static mpi_world* const w = [] {
-    the_world = new mpi_world();
-    std::atexit([] { the_world->end(); });
-    return the_world;
+ private:
+  mpi_comm& c_;
+  std::string call_;
+};
+
+std::unique_ptr<communicator::request> mpi_comm::broadcast(const std::string& call, int root,
+                                                           std::span<std::byte> bytes) {
+  const entry in(*this, call);
+  if (root < 0 || root >= size_)
+    throw oa::invalid_argument(call.c_str(), "root", std::to_string(root) + " is not a rank of " + std::to_string(size_));
+  const int n = count_of(call, bytes.size(), "in one broadcast");
+  auto p = std::make_unique<pending>(*this, call);
+  check(call, MPI_Ibcast(bytes.data(), n, MPI_BYTE, root, comm_, &p->req_));
+  if (size_ > 1) run_.network += rank_ == root ? bytes.size() * static_cast<std::uint64_t>(size_ - 1) : bytes.size();
+  return p;
+}
+
+/// The run: MPI initialised when the program has not (finalised at exit
+/// then), and oa's own duplicate of its world, so that our messages never
+/// meet the program's. Made on first use, never destroyed (MPI ends in an
+/// exit handler, after the program's last use of it).
+struct the_run {
+  run_state state;
+  bool we_initialised = false;
+  std::unique_ptr<mpi_comm> world;
+
+  the_run() {
+    int ready = 0;
+    MPI_Initialized(&ready);
+    if (!ready) {
+      if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &state.thread_level) != MPI_SUCCESS)
+        throw error("oa::dist::world: MPI_Init_thread failed", "oa::dist::world", -1);
+      we_initialised = true;
+    } else {
+      MPI_Query_thread(&state.thread_level);
+    }
+    MPI_Comm dup = MPI_COMM_NULL;
+    if (int code = MPI_Comm_dup(MPI_COMM_WORLD, &dup); code != MPI_SUCCESS)
+      throw error("oa::dist::world: MPI_Comm_dup failed: " + mpi_text(code), "oa::dist::world", -1);
+    // The ranks on this node: each takes a GPU of its own unless the
+    // launcher chose (CUDA_VISIBLE_DEVICES), set before CUDA starts.
+    int local_rank = 0, local_size = 1, me = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm node;
+    if (MPI_Comm_split_type(dup, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+      MPI_Comm_rank(node, &local_rank);
+      MPI_Comm_size(node, &local_size);
+      MPI_Comm_free(&node);
+    }
+    if (!std::getenv("CUDA_VISIBLE_DEVICES"))
+      if (const auto gpu = detail::gpu_for(local_rank, local_size, detail::gpus_listed()))
+        ::setenv("CUDA_VISIBLE_DEVICES", std::to_string(*gpu).c_str(), 0);
+    world = std::make_unique<mpi_comm>(state, dup, local_rank, local_size);
+  }
+
+  /// At exit: MPI finalised when oa began it; after ranks were found in
+  /// different collectives they cannot be trusted to end together, so the
+  /// whole run is aborted instead.
+  void end() noexcept {
+    int done = 0;
+    MPI_Finalized(&done);
+    if (done) return;
+    if (state.broken) MPI_Abort(MPI_COMM_WORLD, 1);
+    world.reset();
+    if (we_initialised) MPI_Finalize();
+  }
+};
+
+the_run* run_of_process = nullptr;
+
+mpi_comm& the_world() {
+  static mpi_comm* const w = [] {
+    run_of_process = new the_run();
+    std::atexit([] { run_of_process->end(); });
+    return run_of_process->world.get();
   }();
   return *w;
 }
 
 }  // namespace
 
-communicator& world() { return the_run(); }
+communicator& world() { return the_world(); }
 
 #endif
 

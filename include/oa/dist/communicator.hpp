@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -68,7 +69,33 @@ class communicator {
                                               const std::vector<std::size_t>& counts,
                                               const std::function<std::byte*(std::size_t)>& into) = 0;
 
-  /// Bytes moved to and from other ranks by this rank so far.
+  /// A broadcast under way (broadcast()): wait() finishes it, holding to
+  /// OA_DIST_TIMEOUT as every collective does; done() says, without
+  /// waiting, whether it has finished, and moves it on (MPI progresses a
+  /// non-blocking collective only when called). Destroying one unfinished
+  /// waits for it: its buffer is written until then.
+  class request {
+   public:
+    virtual ~request() = default;
+    virtual void wait() = 0;
+    virtual bool done() = 0;
+  };
+
+  /// Begins sending rank `root`'s `bytes` to every rank's `bytes`
+  /// (MPI_Ibcast): every rank passes as many bytes, and begins the same
+  /// broadcasts in the same order; several may be under way at once, and
+  /// other collectives may run meanwhile. No failure travels with the bytes
+  /// (sizes come from values the ranks agreed on): what can fail on one
+  /// rank is agreed on by an exchange() after.
+  virtual std::unique_ptr<request> broadcast(const std::string& call, int root, std::span<std::byte> bytes) = 0;
+
+  /// The ranks with the same `color`, numbered in the order of their `key`
+  /// (MPI_Comm_split): a communicator of their own, whose collectives are
+  /// apart from this one's. A collective of every rank here.
+  virtual std::unique_ptr<communicator> split(const std::string& call, int color, int key) = 0;
+
+  /// Bytes moved to and from other ranks by this rank so far (through this
+  /// communicator and those split from it).
   virtual std::uint64_t network_bytes() const noexcept = 0;
 
   /// Waits for every rank (a collective with nothing to exchange).

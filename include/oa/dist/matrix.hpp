@@ -3,18 +3,22 @@
 // SUMMA: rank (r, c) of a rows x cols grid holds the block of rows
 // [row_layout.offset(r), ...) and columns [col_layout.offset(c), ...), and
 // C = A B goes panel by panel along k: the ranks holding a panel of A's
-// columns send it along their grid row, those holding the panel of B's rows
-// along their grid column, and every rank adds the product of the two
+// columns broadcast it along their grid row, those holding the panel of B's
+// rows along their grid column, and every rank adds the product of the two
 // panels it received to its block of C through oa::linalg::gemm (out of
-// core on its devices).
+// core on its devices) while the next panels move.
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -149,65 +153,91 @@ std::vector<std::pair<std::size_t, std::size_t>> panels(const matrix<S>& a, cons
   return out;
 }
 
-/// One step of SUMMA on this rank: the panels [k0, k1) of A (from the grid
-/// column holding it, along each grid row) and of B (from the grid row
-/// holding it, along each grid column), exchanged in one all-to-all.
+/// One step of SUMMA on this rank: the panels [k0, k1) of A (broadcast by
+/// the grid column holding it along each grid row) and of B (by the grid
+/// row holding it along each grid column), begun when the step is made and
+/// received by wait().
 template <class S>
-struct summa_step {
+class summa_step {
+ public:
   using block = typename matrix<S>::local_type;
-  const matrix<S>& a;
-  const matrix<S>& b;
-  std::size_t k0, k1;
-  int owner_col = 0, owner_row = 0;  // the grid column holding A's panel, the grid row holding B's
 
-  summa_step(const matrix<S>& a_, const matrix<S>& b_, std::size_t from, std::size_t to)
-      : a(a_), b(b_), k0(from), k1(to) {
-    const layout ak = a.col_layout(), bk = b.row_layout();
-    while (owner_col + 1 < a.grid().cols && ak.offset(owner_col + 1) <= k0) ++owner_col;
-    while (owner_row + 1 < a.grid().rows && bk.offset(owner_row + 1) <= k0) ++owner_row;
-  }
-
-  /// What this rank receives: A's panel (rows of its grid row x the panel),
-  /// then B's (the panel x columns of its grid column).
-  std::pair<block, block> exchange(const char* call) const {
-    communicator& c = a.comm();
+  /// `row` and `col`: this rank's grid row and grid column, numbered by
+  /// grid column and grid row.
+  summa_step(const matrix<S>& a, const matrix<S>& b, std::size_t k0, std::size_t k1, communicator& row,
+             communicator& col, const char* call) {
     const grid g = a.grid();
-    const int pr = g.row_of(c.rank()), pc = g.col_of(c.rank());
+    const int me = a.comm().rank(), pr = g.row_of(me), pc = g.col_of(me);
+    const layout ak = a.col_layout(), bk = b.row_layout();
+    int owner_col = 0, owner_row = 0;  // the grid column holding A's panel, the grid row holding B's
+    while (owner_col + 1 < g.cols && ak.offset(owner_col + 1) <= k0) ++owner_col;
+    while (owner_row + 1 < g.rows && bk.offset(owner_row + 1) <= k0) ++owner_row;
     const auto w = static_cast<Eigen::Index>(k1 - k0);
-    const auto m = static_cast<Eigen::Index>(a.local_rows()), n = static_cast<Eigen::Index>(b.local_cols());
-    std::vector<std::size_t> counts(static_cast<std::size_t>(c.size()), 0), from;
-    std::vector<S> send;
-    const auto pack = [&](const auto& panel, int r) {
-      const std::size_t at = send.size();
-      send.resize(at + static_cast<std::size_t>(panel.size()));
-      Eigen::Map<block>(send.data() + at, panel.rows(), panel.cols()) = panel;
-      counts[static_cast<std::size_t>(r)] += static_cast<std::size_t>(panel.size());
-    };
-    for (int r = 0; r < c.size(); ++r) {  // A's panel before B's, to each rank that takes them
-      if (pc == owner_col && g.row_of(r) == pr)
-        pack(a.local().middleCols(static_cast<Eigen::Index>(k0 - a.col_layout().offset(pc)), w), r);
-      if (pr == owner_row && g.col_of(r) == pc)
-        pack(b.local().middleRows(static_cast<Eigen::Index>(k0 - b.row_layout().offset(pr)), w), r);
-    }
-    const std::vector<S> got = all_to_all<S>(c, call, std::span<const S>(send), counts, &from);
-    // In rank order: A's from (pr, owner_col), B's from (owner_row, pc);
-    // from this rank itself, A's before B's.
-    const int a_from = g.rank_at(pr, owner_col), b_from = g.rank_at(owner_row, pc);
-    std::size_t at = 0, a_at = 0, b_at = 0;
-    for (int r = 0; r < c.size(); ++r) {
-      if (r == a_from) a_at = at;
-      if (r == b_from) b_at = at + (r == a_from ? static_cast<std::size_t>(m * w) : 0);
-      at += from[static_cast<std::size_t>(r)];
-    }
-    return {Eigen::Map<const block>(got.data() + a_at, m, w), Eigen::Map<const block>(got.data() + b_at, w, n)};
+    a_.resize(static_cast<Eigen::Index>(a.local_rows()), w);
+    b_.resize(w, static_cast<Eigen::Index>(b.local_cols()));
+    if (pc == owner_col) a_ = a.local().middleCols(static_cast<Eigen::Index>(k0 - ak.offset(pc)), w);
+    if (pr == owner_row) b_ = b.local().middleRows(static_cast<Eigen::Index>(k0 - bk.offset(pr)), w);
+    a_sent_ = row.broadcast(call, owner_col, bytes_of(a_));
+    b_sent_ = col.broadcast(call, owner_row, bytes_of(b_));
   }
+
+  /// Moves the broadcasts on; whether both have finished.
+  bool done() { return a_sent_->done() && b_sent_->done(); }
+
+  /// The panels, once both broadcasts finish.
+  std::pair<const block&, const block&> wait() {
+    a_sent_->wait();
+    b_sent_->wait();
+    return {a_, b_};
+  }
+
+ private:
+  static std::span<std::byte> bytes_of(block& m) {
+    return {reinterpret_cast<std::byte*>(m.data()), static_cast<std::size_t>(m.size()) * sizeof(S)};
+  }
+  block a_, b_;  // written by the broadcasts until they finish: declared before them, destroyed after
+  std::unique_ptr<communicator::request> a_sent_, b_sent_;
 };
+
+/// `work` on a thread of its own, on the caller's runtime, while `step`'s
+/// broadcasts are moved on here (MPI moves a non-blocking collective only
+/// when called, and only this thread calls it); what `work` throws is kept
+/// in `failed`.
+template <class S, class F>
+void overlapped(F&& work, summa_step<S>* step, std::exception_ptr& failed) {
+  std::atomic<bool> finished{false};
+  runtime& rt = runtime::current();  // the caller's, which the thread would not see
+  std::thread worker([&] {
+    try {
+      const runtime::use on(rt);
+      work();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    finished.store(true, std::memory_order_release);
+  });
+  auto nap = std::chrono::microseconds(0);
+  while (!finished.load(std::memory_order_acquire)) {
+    try {
+      if (step && step->done()) step = nullptr;  // nothing left to move on: wait for the work alone
+    } catch (...) {
+      worker.join();
+      throw;
+    }
+    nap = std::min(std::max(nap * 2, std::chrono::microseconds(10)), std::chrono::microseconds(500));
+    std::this_thread::sleep_for(nap);
+  }
+  worker.join();
+}
 
 }  // namespace detail
 
-/// C = A B over the grid they share (SUMMA): panel by panel along k, each
-/// rank adds the product of the panels it received to its block of C. A
-/// rank whose product fails goes on exchanging (the others need its
+/// C = A B over the grid they share (SUMMA): panel by panel along k, the
+/// panels of A broadcast along the grid rows and those of B along the grid
+/// columns (each on a communicator of its own), each rank adding the
+/// product of the two it received to its block of C. The next panels move
+/// while a rank computes with the current ones (two of each held at once).
+/// A rank whose product fails goes on broadcasting (the others need its
 /// panels) and the failure is agreed at the end. A collective.
 template <class S>
 matrix<S> gemm(const matrix<S>& a, const matrix<S>& b) {
@@ -217,26 +247,34 @@ matrix<S> gemm(const matrix<S>& a, const matrix<S>& b) {
   if (!(a.grid() == b.grid()) || &a.comm() != &b.comm())
     throw oa::invalid_argument(call, "b", "laid out over another grid than A");
   // Every rank takes the operands to be of one shape over one grid.
+  communicator& c = a.comm();
   const std::uint64_t shapes = a.row_layout().key() ^ (a.col_layout().key() << 1) ^ (b.col_layout().key() << 2);
-  (void)a.comm().exchange(call, [] { return std::vector<std::byte>{}; }, shapes);
+  (void)c.exchange(call, [] { return std::vector<std::byte>{}; }, shapes);
+  const grid g = a.grid();
+  const auto row = c.split(call, g.row_of(c.rank()), g.col_of(c.rank()));
+  const auto col = c.split(call, g.col_of(c.rank()), g.row_of(c.rank()));
   using block = typename matrix<S>::local_type;
   block cm = block::Zero(static_cast<Eigen::Index>(a.local_rows()), static_cast<Eigen::Index>(b.local_cols()));
   std::exception_ptr failed;
-  for (const auto& [k0, k1] : detail::panels(a, b)) {
-    const auto [ap, bp] = detail::summa_step<S>(a, b, k0, k1).exchange(call);
+  const auto ps = detail::panels(a, b);
+  std::unique_ptr<detail::summa_step<S>> next;
+  if (!ps.empty()) next = std::make_unique<detail::summa_step<S>>(a, b, ps[0].first, ps[0].second, *row, *col, call);
+  for (std::size_t i = 0; i < ps.size(); ++i) {
+    const std::unique_ptr<detail::summa_step<S>> now = std::move(next);
+    const auto [ap, bp] = now->wait();
+    if (i + 1 < ps.size())
+      next = std::make_unique<detail::summa_step<S>>(a, b, ps[i + 1].first, ps[i + 1].second, *row, *col, call);
     if (failed || cm.size() == 0) continue;
-    try {
+    detail::overlapped<S>([&] {
       oa::linalg::gemm(S(1), ap, bp, S(1), cm);
       oa::evaluate();
-    } catch (...) {
-      failed = std::current_exception();
-    }
+    }, next.get(), failed);
   }
-  (void)a.comm().exchange(call, [&] {
+  (void)c.exchange(call, [&] {
     if (failed) std::rethrow_exception(failed);
     return std::vector<std::byte>{};
   });
-  return matrix<S>(a.rows(), b.cols(), a.grid(), std::move(cm), a.comm());
+  return matrix<S>(a.rows(), b.cols(), a.grid(), std::move(cm), c);
 }
 
 }  // namespace oa::dist
