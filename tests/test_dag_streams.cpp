@@ -17,6 +17,7 @@
 #include <oa/linalg/gemm.hpp>
 #include <oa/oa.hpp>
 
+#include "core/scheduler.hpp"
 #include "support.hpp"
 
 using oa_test::checked_scale_oa;
@@ -305,4 +306,28 @@ TEST_CASE("stages that would leave a copy on the device for later run alone: no 
       CHECK(dag[e][i].d2h == one[e][i].d2h);
     }
   }
+}
+
+TEST_CASE("the time model of stages together: kernels' busy times add up beside the link's bytes") {
+  // A link of 1 GB/s each way; a stage that only copies in 64 MB, and one
+  // that copies 32 MB each way.
+  oa::device_rates r;
+  r.h2d = r.d2h = 1e9;
+  const oa::detail::stage_cost streams{"streams", 64e6, 64e6, 0}, both{"both", 64e6, 32e6, 32e6};
+  const auto t = [&](std::vector<oa::detail::stage_cost> cs, std::vector<double> k) {
+    return oa::detail::predicted_seconds(cs, k, 8e6, 2, r);
+  };
+  // Without kernels: alone 64 ms and 32 ms (and their ends); together the
+  // copies in add up to 96 ms: nothing gained but the other way's ends.
+  const double a = t({streams}, {0}), b = t({both}, {0}), ab = t({streams, both}, {0, 0});
+  CHECK(a == doctest::Approx(0.064));
+  CHECK(ab >= 0.9 * (a + b));
+  // When the second's kernels take 80 ms (a sort's runs), it alone takes
+  // them; beside the first, the copies hide under them: 96 ms, not 144.
+  const double bk = t({both}, {0.08}), abk = t({streams, both}, {0, 0.08});
+  CHECK(bk >= 0.08);
+  CHECK(abk < 0.8 * (a + bk));
+  CHECK(abk >= 0.096);
+  // Two stages whose kernels bound both share them: no gain.
+  CHECK(t({both, both}, {0.08, 0.08}) >= 0.16);
 }

@@ -340,6 +340,10 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
                                    : run_stage(s, nodes_, needed_, where, host, opt);
   rep.evicted_bytes = target.resident->evicted_bytes() - evicted_before;
   rep.predicted_seconds = predicted;
+  if (&where != &host && !s.contraction && rep.error.empty() && rep.compute_seconds > 0) {
+    const stage_cost measured = by_cost_ ? cost : cost_of(s, nodes_, needed_, nullptr, place.layout.get());
+    st_.kernel_times.record(measured.op, where.name(), measured.bytes, rep.compute_seconds);
+  }
   finish(i, std::move(rep), cost, where);
 }
 

@@ -26,6 +26,21 @@ namespace oa::detail {
 
 struct group_member;
 
+/// Predicted seconds of stages of costs `cs` together, each in `share` bytes
+/// of the device's memory over `slots` streams. The link's directions (and
+/// its shared cap) and the device's kernels are shared: their bytes add up,
+/// and so do the kernels' busy times `kernels` (each stage's as measured
+/// before; where none was, its bytes at the device's kernel rate).
+/// Each stage's own is its pipeline's fill and drain: the one chunk's copy
+/// of the direction that does not bound it (a stage that only copies in has
+/// none: the link is busy from its first chunk to its last), and the
+/// latency of each chunk's copy in, kernel and copy out (the device's
+/// engines hand them off one by one, whichever stage they are for). One
+/// stage alone is the same with cs = {its cost}. An estimate for choosing,
+/// never reported as a measurement.
+double predicted_seconds(const std::vector<stage_cost>& cs, const std::vector<double>& kernels, double share, int slots,
+                         const device_rates& r);
+
 class scheduler {
  public:
   /// With `st.mutex` held and `c` its configuration, over the evaluation's
@@ -61,7 +76,7 @@ class scheduler {
                   const stage_cost& cost, double predicted);
   void start_beside(std::size_t i, const run_options& opt, const stage_cost& cost, double predicted);
   std::vector<std::size_t> companions(std::size_t i, runtime_state::device_entry& target);
-  bool fits_share(std::size_t j, device& share);
+  int slots_in_share(std::size_t j, device& share);
   bool reads_copies(std::size_t j, runtime_state::device_entry& target) const;
   double predicted_together(const std::vector<std::size_t>& group, std::size_t free, device& dev);
   bool leaves_copy(std::size_t j, device& dev) const;

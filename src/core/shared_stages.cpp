@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <future>
 #include <optional>
 
@@ -21,22 +22,17 @@ namespace {
 constexpr std::size_t most_together = 4;  // stages on one device at once
 constexpr std::size_t look_ahead = 16;    // stages looked at past the first
 constexpr double worth_it = 0.9;          // together must be predicted this much faster than one at a time
+}  // namespace
 
-/// Predicted seconds of stages of costs `cs` together, each in `share` bytes
-/// of the device's memory over `slots` streams. The link's directions (and
-/// its shared cap) and the device's kernels are shared: their bytes add up.
-/// Each stage's own is its pipeline's fill and drain: the one chunk's copy
-/// of the direction that does not bound it (a stage that only copies in has
-/// none: the link is busy from its first chunk to its last), and the
-/// latency of each chunk's copy in, kernel and copy out (the device's
-/// engines hand them off one by one, whichever stage they are for). One stage alone is the same with cs = {its cost}.
-double predicted_seconds(const std::vector<stage_cost>& cs, double share, int slots, const device_rates& r) {
-  double in = 0, out = 0, bytes = 0, ends = 0, latency = 0;
+double predicted_seconds(const std::vector<stage_cost>& cs, const std::vector<double>& kernels, double share, int slots,
+                         const device_rates& r) {
+  double in = 0, out = 0, busy = 0, ends = 0, latency = 0;
   const double chunk = share / std::max(1, slots);
-  for (const stage_cost& c : cs) {
+  for (std::size_t k = 0; k < cs.size(); ++k) {
+    const stage_cost& c = cs[k];
     in += c.in_bytes;
     out += c.out_bytes;
-    bytes += c.bytes;
+    busy += kernels[k];
     if (c.bytes <= 0 || chunk <= 0) continue;
     const double per_chunk = std::min(1.0, chunk / c.bytes);
     ends = std::max(ends, per_chunk * std::min(c.in_bytes / r.h2d, c.out_bytes / r.d2h));
@@ -44,10 +40,9 @@ double predicted_seconds(const std::vector<stage_cost>& cs, double share, int sl
   }
   double body = std::max(in / r.h2d, out / r.d2h);
   if (r.both_ways > 0) body = std::max(body, (in + out) / r.both_ways);
-  if (r.kernel_bytes > 0) body = std::max(body, bytes / r.kernel_bytes);
+  body = std::max(body, busy);
   return body + ends + latency;
 }
-}  // namespace
 
 /// A stage reads a copy resident on the device, or kept there from an
 /// earlier evaluation: it runs alone, in place, rather than copy the value
@@ -82,33 +77,53 @@ bool scheduler::leaves_copy(std::size_t j, device& dev) const {
   return false;
 }
 
-/// One unit of stage j per slot fits `share`. A product joins others only
-/// when A, B and C take at most half its share (a margin, so that it runs
-/// as one tile): smaller tiles would move more bytes.
-bool scheduler::fits_share(std::size_t j, device& share) {
+/// The pipeline slots stage j is planned with in `share`; 0 when one unit
+/// of it on one slot does not fit. A product joins others only when A, B
+/// and C take at most half its share (a margin, so that it runs as one
+/// tile): smaller tiles would move more bytes.
+int scheduler::slots_in_share(std::size_t j, device& share) {
   const stage& s = stages_[j];
   if (s.contraction) {
     const contraction_desc& d = *nodes_[static_cast<std::size_t>(s.calls.front())].contraction;
-    return (d.m * d.k + d.k * d.n + d.m * d.n) * d.elem_bytes <= share.memory_budget() / 2;
+    return (d.m * d.k + d.k * d.n + d.m * d.n) * d.elem_bytes <= share.memory_budget() / 2 ? 2 : 0;
   }
   run_options opt = options_for(j);
   opt.whole_copies = false;
   opt.streams = c_.streams;
   try {
-    (void)plan_stage(s, nodes_, needed_, share, host_locked(st_), opt);
-    return true;
+    return plan_stage(s, nodes_, needed_, share, host_locked(st_), opt).slots;
   } catch (...) {
-    return false;  // too small a share, or a stage that fails to plan at all: alone, it says why
+    return 0;  // too small a share, or a stage that fails to plan at all: alone, it says why
   }
 }
 
 /// Predicted seconds of stages `group` together, each in an even share of
-/// `free` bytes (one stage: alone in all of it).
+/// `free` bytes (one stage: alone in all of it). Together, none finishes
+/// before its own pipeline in its share would: on one slot a stage's copies
+/// and kernels take turns (a sort's runs, whose unit fills a small share),
+/// so its chunks' copies in, kernels and copies out add up. A stage that
+/// does not fit its share makes the group never sooner.
 double scheduler::predicted_together(const std::vector<std::size_t>& group, std::size_t free, device& dev) {
   const int slots = c_.streams > 0 ? c_.streams : dev.preferred_streams();
+  const device_rates r = dev.rates();
+  const std::size_t share = free / group.size();
   std::vector<stage_cost> costs;
-  for (std::size_t j : group) costs.push_back(cost_of(stages_[j], nodes_, needed_, nullptr));
-  return predicted_seconds(costs, static_cast<double>(free / group.size()), slots, dev.rates());
+  std::vector<double> kernels;
+  double own = 0;
+  std::optional<shared_device> whole;
+  std::optional<device_share> part;
+  for (std::size_t j : group) {
+    costs.push_back(cost_of(stages_[j], nodes_, needed_, nullptr));
+    const stage_cost& c = costs.back();
+    const auto measured = st_.kernel_times.predict(c.op, dev.name(), c.bytes);
+    kernels.push_back(measured ? *measured : r.kernel_bytes > 0 ? c.bytes / r.kernel_bytes : 0.0);
+    if (group.size() == 1) continue;
+    if (!part) part.emplace(whole.emplace(dev), share);
+    const int in_share = slots_in_share(j, *part);
+    if (in_share == 0) return std::numeric_limits<double>::infinity();
+    if (in_share == 1) own = std::max(own, c.in_bytes / r.h2d + kernels.back() + c.out_bytes / r.d2h);
+  }
+  return std::max(own, predicted_seconds(costs, kernels, static_cast<double>(share), slots, r));
 }
 
 /// The stages that run together with stage i on `target`: i, and later
@@ -167,7 +182,7 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
     device_share share(whole, free / group.size());
     std::size_t misfit = 0;
     for (std::size_t k = 0; k < group.size() && !misfit; ++k)
-      if (!fits_share(group[k], share)) misfit = k == 0 ? group.size() : k;
+      if (slots_in_share(group[k], share) == 0) misfit = k == 0 ? group.size() : k;
     if (!misfit) break;
     if (misfit == group.size()) return {};  // the first needs more: it runs alone
     alone -= predicted_together({group[misfit]}, free, dev);
