@@ -303,7 +303,8 @@ bool run_dist(const dist_options& opt, json_sink* sink) {
                      : array_workload                 ? paging(opt, l, c)
                      : opt.type == "int64"          ? typed<std::int64_t>(opt, n, c)
                                                     : typed<double>(opt, n, c);
-  const std::uint64_t moved = m.network - sent_before;
+  // Of one run: every repeat moves the same (with a barrier's few bytes).
+  const std::uint64_t moved = (m.network - sent_before) / static_cast<std::uint64_t>(std::max(1, opt.repeat));
   const auto moved_all = oa::dist::each_rank<std::uint64_t>(c, "oa-bench", [&] { return moved; });
   // Peaks before --verify, which may gather everything to rank 0.
   const auto peak_all = oa::dist::each_rank<std::uint64_t>(c, "oa-bench", [&] { return m.peak; });

@@ -5,7 +5,10 @@
 // naming the other rank and its call, later calls are refused, and the run
 // is aborted at exit), `phase` (one rank gathers to one, the other to all:
 // calls of one name, phases apart), `slow` (rank 1's own part of a
-// reduction takes longer than the deadline: it arrived, so the sum comes).
+// reduction takes longer than the deadline: it arrived, so the sum comes),
+// `long` (collectives whose names differ past what a header spells out:
+// told apart all the same), `broadcast` (one rank broadcasts, the other
+// waits at a barrier: named as `order`, never MPI's own failure).
 // ctest matches what they print.
 
 #include <chrono>
@@ -15,11 +18,13 @@
 #include <oa/oa.hpp>
 #include <string>
 #include <thread>
+#include <vector>
 
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "";
-  if (mode != "late" && mode != "killed" && mode != "order" && mode != "phase" && mode != "slow") {
-    std::fprintf(stderr, "usage: dist_faults late|killed|order|phase|slow\n");
+  if (mode != "late" && mode != "killed" && mode != "order" && mode != "phase" && mode != "slow" && mode != "long" &&
+      mode != "broadcast") {
+    std::fprintf(stderr, "usage: dist_faults late|killed|order|phase|slow|long|broadcast\n");
     return 2;
   }
   auto& w = oa::dist::world();
@@ -49,6 +54,16 @@ int main(int argc, char** argv) {
     return 3;
   }
   try {
+    if (mode == "long") {
+      const std::string name(120, 'x');
+      (void)oa::dist::each_rank<int>(w, name + (w.rank() == 1 ? "b" : "a"), [] { return 1; });
+    }
+    if (mode == "broadcast") {
+      std::vector<std::byte> b(64);
+      if (w.rank() == 0) w.broadcast("test::broadcast", 0, b)->wait();
+      w.barrier("test::barrier");
+      if (w.rank() == 1) w.broadcast("test::broadcast", 0, b)->wait();
+    }
     if (mode == "order" && w.rank() == 1)
       std::fprintf(stderr, "rank %d: count %lld\n", w.rank(),
                    static_cast<long long>(oa::dist::count_if(x, [](double v) { return v > 10; })));

@@ -350,7 +350,8 @@ TEST_CASE("a block that holds other than its layout's count fails every rank's c
   try {
     (void)oa::dist::reduce(b, 0.0);
   } catch (const oa::dist::error& e) {
-    named = e.rank() == 0 && std::string(e.what()).find("rank 0's block holds") != std::string::npos;
+    named = e.rank() == 0 && std::string(e.what()).find("rank 0 of " + std::to_string(ranks()) + " failed: "
+                                                        "oa::dist::reduce: this rank's block holds") != std::string::npos;
   }
   CHECK(named);
 }
@@ -383,7 +384,9 @@ TEST_CASE("gemm over 1 x N, N x 1 and near-square grids equals one process's pro
       CHECK((got - want).cwiseAbs().maxCoeff() <= 1e-9 * std::max(1.0, want.cwiseAbs().maxCoeff()));
     }
   const auto a = oa::dist::generate_matrix<double>(4, 5, [](std::size_t, std::size_t) { return 1.0; });
-  CHECK_THROWS_AS(oa::dist::gemm(a, a), oa::invalid_argument);
+  // Operands checked in a collective: every rank fails alike, naming the argument.
+  CHECK_THROWS_WITH_AS(oa::dist::gemm(a, a), doctest::Contains("oa::dist::gemm: b: 4 rows for A's 5 columns"),
+                       oa::dist::error);
 }
 
 TEST_CASE("the paging workloads over distributed Eigen arrays equal plain Eigen's on the whole") {
@@ -473,7 +476,9 @@ TEST_CASE("ranks that take a value to be laid out differently fail alike, and go
   try {
     (void)oa::dist::reduce(v, 0.0);
   } catch (const oa::dist::error& e) {
-    named = e.rank() == 1 && std::string(e.what()).find("rank 1 lays the value out otherwise than rank 0") != std::string::npos;
+    named = e.rank() == 1 &&
+            std::string(e.what()).find("rank 1 takes the value's layout or the call's arguments to be other than rank 0") !=
+                std::string::npos;
   }
   CHECK(named);
   const auto x = oa::dist::generate<double>(10, [](std::size_t i) { return double(i); });
@@ -518,7 +523,27 @@ TEST_CASE("split communicators: numbered by key, broadcasts of their own, severa
     CHECK(e.rank() == highest);
   }
   CHECK(thrown);
-  CHECK_THROWS_AS(part->broadcast("test broadcast", members, bytes(last)), oa::invalid_argument);
+  // A root or a size wrong on one rank fails every rank's broadcast, before a byte moves.
+  CHECK_THROWS_WITH_AS(part->broadcast("test broadcast", part->rank() == 0 ? members : 0, bytes(last)),
+                       doctest::Contains("is not a rank of"), oa::dist::error);
+  std::vector<std::int64_t> more(part->rank() == members - 1 ? 4 : 3);
+  if (members > 1)
+    CHECK_THROWS_WITH_AS(part->broadcast("test broadcast", 0, bytes(more)), doctest::Contains("bytes from root"),
+                         oa::dist::error);
+  // ... and the next one goes on.
+  if (part->rank() == 0) last.assign(3, 42);
+  part->broadcast("test broadcast", 0, bytes(last))->wait();
+  CHECK(last == std::vector<std::int64_t>(3, 42));
+  // A request may outlive its communicator: that finishes it.
+  std::vector<std::int64_t> late(5, part->rank() == 0 ? 7 : 0);
+  std::unique_ptr<oa::dist::communicator::request> kept;
+  {
+    const auto brief = world().split("test split", half, -me);
+    kept = brief->broadcast("test broadcast", 0, bytes(late));
+  }
+  CHECK(kept->done());
+  kept->wait();
+  CHECK(late == std::vector<std::int64_t>(5, 7));
   // A color refused on one rank fails the split on every rank.
   CHECK_THROWS_AS(world().split("test split", me == ranks() - 1 ? -1 : 0, 0), oa::dist::error);
 }
@@ -558,3 +583,25 @@ TEST_CASE("gemm: a product that fails on one rank fails every rank's call, namin
     CHECK((got - w * w).cwiseAbs().maxCoeff() <= 1e-9 * (w * w).cwiseAbs().maxCoeff());
   }
 }
+
+TEST_CASE("what one rank gets wrong in a collective fails every rank's call: roots, shapes, communicators, names") {
+  const int me = rank(), last = ranks() - 1;
+  const auto x = oa::dist::generate<double>(10, [](std::size_t i) { return static_cast<double>(i); });
+  // A root out of range on one rank.
+  CHECK_THROWS_WITH_AS(x.gather(me == last ? ranks() : 0), doctest::Contains("root"), oa::dist::error);
+  // Ranks naming different roots.
+  if (ranks() > 1) CHECK_THROWS_AS(x.gather(me == last ? 1 : 0), oa::dist::error);
+  CHECK(x.gather(0).size() == (me == 0 ? 10u : 0u));
+  const auto m = oa::dist::generate_matrix<double>(6, 6, [](std::size_t i, std::size_t j) { return double(i + j); });
+  CHECK_THROWS_AS(m.gather(me == last ? -1 : 0), oa::dist::error);
+  // A product whose inner sizes differ on one rank only.
+  const auto b = oa::dist::generate_matrix<double>(me == last ? 5 : 6, 4, [](std::size_t, std::size_t) { return 1.0; });
+  CHECK_THROWS_WITH_AS(oa::dist::gemm(m, b), doctest::Contains("oa::dist::gemm"), oa::dist::error);
+  // Values over different communicators are refused, naming the argument.
+  const auto part = world().split("test split", 0, -me);
+  const auto y = oa::dist::generate<double>(10, [](std::size_t i) { return static_cast<double>(i); }, *part);
+  CHECK_THROWS_WITH_AS(oa::dist::transform(x, y, std::plus<>{}), doctest::Contains("second range"),
+                       oa::invalid_argument);
+  CHECK_THROWS_AS(oa::dist::transform_reduce(x, y, 0.0), oa::invalid_argument);
+}
+

@@ -28,6 +28,7 @@
 #include <cstring>
 #include <sstream>
 #include <thread>
+#include <utility>
 #endif
 
 namespace oa::dist {
@@ -83,13 +84,26 @@ std::string mpi_text(int code) {
 /// is in, by name, so that ranks in different ones say so.
 struct header {
   std::uint64_t failed = 0, size = 0, layout = 0;
-  char call[48] = {};
+  std::uint64_t name_hash = 0;  // of the whole name: a long one's text is cut, not its hash
+  char call[96] = {};
 
-  header(bool f, std::size_t n, std::uint64_t l, const std::string& name) : failed(f ? 1 : 0), size(n), layout(l) {
+  header(bool f, std::size_t n, std::uint64_t l, const std::string& name)
+      : failed(f ? 1 : 0), size(n), layout(l), name_hash(hash_of(name)) {
     std::memcpy(call, name.data(), std::min(name.size(), sizeof call - 1));
   }
   header() = default;
-  std::string name() const { return std::string(call, strnlen(call, sizeof call)); }
+  std::string name() const {
+    const std::string text(call, strnlen(call, sizeof call));
+    return text.size() == sizeof call - 1 ? text + "..." : text;
+  }
+  bool same_call(const header& o) const { return name_hash == o.name_hash && std::strncmp(call, o.call, sizeof call) == 0; }
+
+  /// FNV-1a.
+  static std::uint64_t hash_of(const std::string& s) {
+    std::uint64_t h = 0xcbf29ce484222325u;
+    for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3u;
+    return h;
+  }
 };
 
 /// What every communicator of the run shares: the thread level, whether
@@ -120,11 +134,7 @@ class mpi_comm final : public communicator {
     MPI_Group_free(&mine);
     MPI_Group_free(&everyone);
   }
-  ~mpi_comm() override {
-    int done = 0;
-    MPI_Finalized(&done);
-    if (!done) MPI_Comm_free(&comm_);
-  }
+  ~mpi_comm() override;
   mpi_comm(const mpi_comm&) = delete;
   mpi_comm& operator=(const mpi_comm&) = delete;
 
@@ -220,8 +230,9 @@ class mpi_comm final : public communicator {
         throw error(none == std::this_thread::get_id()
                         ? call + ": called inside another oa::dist collective's local part (a call evaluated for "
                                  "it): collectives are called by the program, one after another"
-                        : call + ": called while another thread of this rank is in an oa::dist collective: "
-                                 "collectives are called by one thread at a time, in the same order on every rank",
+                        : call + ": called while another thread of this rank is in an oa::dist collective (or "
+                                 "from a function evaluated for one, on oa's threads): collectives are called by "
+                                 "the program, one thread at a time, in the same order on every rank",
                     call, -1);
     }
     ~entry() { w_.run_.owner.store(std::thread::id{}); }
@@ -399,27 +410,32 @@ class mpi_comm final : public communicator {
       own = std::current_exception();
       payload = text_bytes("an exception of a type not derived from std::exception");
     }
-    const header mine_h(own != nullptr, payload.size(), layout, phase.empty() ? call : call + " " + phase);
+    const std::string mine_name = phase.empty() ? call : call + " " + phase;
+    const header mine_h(own != nullptr, payload.size(), layout, mine_name);
     std::vector<header> heads(static_cast<std::size_t>(size_));
     MPI_Request req;
     check(call, MPI_Iallgather(&mine_h, sizeof(header), MPI_BYTE, heads.data(), sizeof(header), MPI_BYTE, comm_, &req));
     wait(call, req, &tokens);
     for (int r = 0; r < size_; ++r) {
       const header& h = heads[static_cast<std::size_t>(r)];
-      if (h.name() == mine_h.name()) continue;
+      if (h.same_call(mine_h)) continue;
       tokens.done();
       run_.broken = true;
       throw error(call + ": rank " + std::to_string(who(r)) + " is in " + h.name() + ", this rank in " +
-                      mine_h.name() + ": every rank calls the same oa::dist collectives in the same order",
+                      mine_name + ": every rank calls the same oa::dist collectives in the same order",
                   call, who(r));
     }
     // Ranks in step that take one value to be laid out differently: every
-    // rank sees it in the headers and fails alike, before the bytes move.
-    for (int r = 1; r < size_; ++r)
+    // rank sees it in the headers and fails alike, before the bytes move
+    // (unless a rank failed: its message, which says more, moves instead).
+    const bool any_failed =
+        std::any_of(heads.begin(), heads.end(), [](const header& h) { return h.failed != 0; });
+    for (int r = 1; r < size_ && !any_failed; ++r)
       if (heads[static_cast<std::size_t>(r)].layout != heads[0].layout) {
         tokens.done();
-        throw error(call + ": rank " + std::to_string(who(r)) + " lays the value out otherwise than rank " +
-                        std::to_string(who(0)) + ": every rank makes a distributed value with the same layout",
+        throw error(call + ": rank " + std::to_string(who(r)) + " takes the value's layout or the call's arguments "
+                           "to be other than rank " + std::to_string(who(0)) + " does: every rank makes a "
+                           "distributed value with the same layout and passes a collective the same arguments",
                     call, who(r));
       }
     std::vector<int> counts(static_cast<std::size_t>(size_)), displs;
@@ -467,51 +483,96 @@ class mpi_comm final : public communicator {
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
   std::vector<int> world_ranks_;  // by rank here: the rank in the run, which messages name
   std::uint64_t tag_ = 0;
+  std::vector<pending*> pending_;  // broadcasts begun here whose requests are alive
 };
 
 /// A broadcast under way: MPI's request, moved on by done() and finished by
-/// wait() (or, unfinished, by the destructor: its buffer is written until
-/// then).
+/// wait(), or, unfinished, by the destructor or its communicator's end (its
+/// buffer is written until then).
 class mpi_comm::pending final : public communicator::request {
  public:
-  pending(mpi_comm& c, std::string call) : c_(c), call_(std::move(call)) {}
+  pending(mpi_comm& c, std::string call) : c_(&c), call_(std::move(call)) { c.pending_.push_back(this); }
   ~pending() override {
-    if (req_ == MPI_REQUEST_NULL) return;
+    finish();
+    if (c_) std::erase(c_->pending_, this);
+  }
+  void wait() override {
+    if (!c_) return;  // finished when its communicator ended
+    const entry in(*c_, call_);
+    c_->wait(call_, req_, nullptr);
+  }
+  bool done() override {
+    if (!c_ || req_ == MPI_REQUEST_NULL) return true;
+    const entry in(*c_, call_);
+    int finished = 0;
+    c_->check(call_, MPI_Test(&req_, &finished, MPI_STATUS_IGNORE));
+    return finished != 0;
+  }
+  /// Waits for it, unless it ended; a failure then ends the run: nothing
+  /// can say to the caller that its buffer is still being written.
+  void finish() noexcept {
+    if (!c_ || req_ == MPI_REQUEST_NULL) return;
     try {
-      c_.wait(call_, req_, nullptr);
+      c_->wait(call_, req_, nullptr);
     } catch (...) {
-      std::fputs(("oa: " + call_ + ": a broadcast failed while its buffer was being freed; the run is aborted\n").c_str(),
+      std::fputs(("oa: " + call_ + ": a broadcast failed while its buffer was being released; the run is aborted\n").c_str(),
                  stderr);
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
   }
-  void wait() override {
-    const entry in(c_, call_);
-    c_.wait(call_, req_, nullptr);
-  }
-  bool done() override {
-    if (req_ == MPI_REQUEST_NULL) return true;
-    const entry in(c_, call_);
-    int finished = 0;
-    c_.check(call_, MPI_Test(&req_, &finished, MPI_STATUS_IGNORE));
-    return finished != 0;
+  /// Its communicator ends: finished (unless MPI has: nothing is under
+  /// way then), and on its own from now.
+  void detach(bool mpi_ended) noexcept {
+    if (!mpi_ended) finish();
+    c_ = nullptr;
   }
   MPI_Request req_ = MPI_REQUEST_NULL;
 
  private:
-  mpi_comm& c_;
+  mpi_comm* c_;
   std::string call_;
 };
 
+/// Broadcasts still under way finish first: a request may outlive its
+/// communicator.
+mpi_comm::~mpi_comm() {
+  int done = 0;
+  MPI_Finalized(&done);
+  for (pending* p : std::exchange(pending_, {})) p->detach(done != 0);
+  if (!done) MPI_Comm_free(&comm_);
+}
+
 std::unique_ptr<communicator::request> mpi_comm::broadcast(const std::string& call, int root,
-                                                           std::span<std::byte> bytes) {
+                                                           std::span<std::byte> buffer) {
   const entry in(*this, call);
-  if (root < 0 || root >= size_)
-    throw oa::invalid_argument(call.c_str(), "root", std::to_string(root) + " is not a rank of " + std::to_string(size_));
-  const int n = count_of(call, bytes.size(), "in one broadcast");
+  // The ranks agree on the call, its root and its size before any byte
+  // moves (a header, as every collective's): a bad root or size on any
+  // rank, or ranks in different collectives, fail every rank's call.
+  const auto said = gather(call, [&] {
+    if (root < 0 || root >= size_)
+      throw oa::invalid_argument(call.c_str(), "root", std::to_string(root) + " is not a rank of " + std::to_string(size_));
+    (void)count_of(call, buffer.size(), "in one broadcast");
+    const std::uint64_t mine[2] = {static_cast<std::uint64_t>(root), buffer.size()};
+    bytes b(sizeof mine);
+    std::memcpy(b.data(), mine, sizeof mine);
+    return b;
+  }, "(broadcast)");
+  for (int r = 1; r < size_; ++r)
+    if (said[static_cast<std::size_t>(r)] != said[0]) {
+      const auto at = [&](int k, int i) {
+        std::uint64_t v[2];
+        std::memcpy(v, said[static_cast<std::size_t>(k)].data(), sizeof v);
+        return v[i];
+      };
+      throw error(call + ": rank " + std::to_string(who(r)) + " broadcasts " + std::to_string(at(r, 1)) +
+                      " bytes from root " + std::to_string(at(r, 0)) + ", rank " + std::to_string(who(0)) + " " +
+                      std::to_string(at(0, 1)) + " bytes from root " + std::to_string(at(0, 0)) +
+                      ": every rank passes the same root and as many bytes",
+                  call, who(r));
+    }
   auto p = std::make_unique<pending>(*this, call);
-  check(call, MPI_Ibcast(bytes.data(), n, MPI_BYTE, root, comm_, &p->req_));
-  if (size_ > 1) run_.network += rank_ == root ? bytes.size() * static_cast<std::uint64_t>(size_ - 1) : bytes.size();
+  check(call, MPI_Ibcast(buffer.data(), static_cast<int>(buffer.size()), MPI_BYTE, root, comm_, &p->req_));
+  if (size_ > 1) run_.network += rank_ == root ? buffer.size() * static_cast<std::uint64_t>(size_ - 1) : buffer.size();
   return p;
 }
 

@@ -22,6 +22,10 @@ namespace detail {
 
 template <class A, class B>
 void same_layout(const char* call, const vector<A>& a, const vector<B>& b) {
+  if (&a.comm() != &b.comm())
+    throw oa::invalid_argument(call, "second range",
+                               "made over another communicator than the first: element-wise calls need the "
+                               "same ranks");
   if (a.layout() != b.layout())
     throw oa::invalid_argument(call, "second range",
                                "laid out as " + b.layout().describe() + ", the first as " + a.layout().describe() +

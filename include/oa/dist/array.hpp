@@ -31,7 +31,7 @@ class array {
       : layout_(std::move(l)), local_(std::move(local)), comm_(&c) {
     if (layout_.ranks() != c.size())
       throw oa::invalid_argument("oa::dist::array", "layout",
-                                 layout_.describe() + " for a run of " + std::to_string(c.size()) + " ranks");
+                                 layout_.describe() + " for a communicator of " + std::to_string(c.size()) + " ranks");
   }
 
   const dist::layout& layout() const noexcept { return layout_; }
@@ -49,9 +49,8 @@ class array {
         [&] {
       const block_type& mine = local_.get();
       if (static_cast<std::size_t>(mine.size()) != layout_.count(comm_->rank()))
-        throw oa::error("oa::dist::array::gather: rank " + std::to_string(comm_->rank()) + "'s block holds " +
-                        std::to_string(mine.size()) + " elements, its layout " +
-                        std::to_string(layout_.count(comm_->rank())));
+        throw oa::error("oa::dist::array::gather: this rank's block holds " + std::to_string(mine.size()) +
+                        " elements, its layout " + std::to_string(layout_.count(comm_->rank())));
       return detail::to_bytes(mine.data(), static_cast<std::size_t>(mine.size()));
         },
         layout_.key());
@@ -92,6 +91,10 @@ template <class A, class B>
 void laid_out_alike(const char* call, const array<A>& a, const array<B>& b) {
   usable(call, "left operand", a);
   usable(call, "right operand", b);
+  if (&a.comm() != &b.comm())
+    throw oa::invalid_argument(call, "right operand",
+                               "made over another communicator than the left: element-wise calls need the same "
+                               "ranks");
   if (a.layout() != b.layout())
     throw oa::invalid_argument(call, "right operand",
                                "laid out as " + b.layout().describe() + ", the left as " + a.layout().describe());

@@ -45,7 +45,8 @@ class communicator {
   virtual ~communicator() = default;
   virtual int rank() const noexcept = 0;
   virtual int size() const noexcept = 0;
-  /// This rank among the ranks on its machine (node), and how many there are.
+  /// This rank among the run's ranks on its machine (node), and how many
+  /// there are (for a split communicator too: the machine's, not its own).
   virtual int local_rank() const noexcept = 0;
   virtual int local_size() const noexcept = 0;
 
@@ -84,14 +85,18 @@ class communicator {
   /// Begins sending rank `root`'s `bytes` to every rank's `bytes`
   /// (MPI_Ibcast): every rank passes as many bytes, and begins the same
   /// broadcasts in the same order; several may be under way at once, and
-  /// other collectives may run meanwhile. No failure travels with the bytes
-  /// (sizes come from values the ranks agreed on): what can fail on one
-  /// rank is agreed on by an exchange() after.
+  /// other collectives may run meanwhile. The ranks agree on the call, the
+  /// root and the size first (a bad one on any rank fails every rank's
+  /// call); no failure travels with the bytes: what can fail on one rank
+  /// while they move is agreed on by an exchange() after. Destroying this
+  /// communicator finishes its broadcasts under way.
   virtual std::unique_ptr<request> broadcast(const std::string& call, int root, std::span<std::byte> bytes) = 0;
 
   /// The ranks with the same `color`, numbered in the order of their `key`
   /// (MPI_Comm_split): a communicator of their own, whose collectives are
-  /// apart from this one's. A collective of every rank here.
+  /// apart from this one's, and whose messages name ranks as the run does.
+  /// A collective of every rank here. Distributed values made over it keep
+  /// a reference to it: they must not outlive it.
   virtual std::unique_ptr<communicator> split(const std::string& call, int color, int key) = 0;
 
   /// Bytes moved to and from other ranks by this rank so far (through this

@@ -68,7 +68,7 @@ class matrix {
     if (static_cast<std::size_t>(block_.rows()) != local_rows() || static_cast<std::size_t>(block_.cols()) != local_cols())
       throw oa::invalid_argument("oa::dist::matrix", "block",
                                  std::to_string(block_.rows()) + " x " + std::to_string(block_.cols()) +
-                                     " where rank " + std::to_string(c.rank()) + " holds " +
+                                     " where this rank holds " +
                                      std::to_string(local_rows()) + " x " + std::to_string(local_cols()));
   }
 
@@ -82,12 +82,20 @@ class matrix {
   std::size_t local_cols() const { return col_layout().count(grid_.col_of(comm_->rank())); }
   /// This rank's block (read only: its shape is the layout's).
   const local_type& local() const noexcept { return block_; }
+  /// A key of the shape and grid, which the ranks of a collective agree on.
+  std::uint64_t shape_key() const { return row_layout().key() ^ (col_layout().key() << 1); }
 
   /// The whole matrix on rank `root`, an empty one elsewhere (a collective).
   local_type gather(int root) const {
-    if (root < 0 || root >= comm_->size())
-      throw oa::invalid_argument("oa::dist::matrix::gather", "root",
-                                 std::to_string(root) + " is not a rank of " + std::to_string(comm_->size()));
+    // The root is checked, and agreed, in a collective: a bad one on any
+    // rank fails every rank's call.
+    (void)comm_->exchange(
+        "oa::dist::matrix::gather",
+        [&] {
+          detail::check_root("oa::dist::matrix::gather", root, comm_->size());
+          return std::vector<std::byte>{};
+        },
+        detail::root_key(root) ^ shape_key());
     std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()), 0), from;
     counts[static_cast<std::size_t>(root)] = static_cast<std::size_t>(block_.size());
     const std::vector<S> all = all_to_all<S>(*comm_, "oa::dist::matrix::gather",
@@ -242,14 +250,25 @@ void overlapped(F&& work, summa_step<S>* step, std::exception_ptr& failed) {
 template <class S>
 matrix<S> gemm(const matrix<S>& a, const matrix<S>& b) {
   const char* call = "oa::dist::gemm";
-  if (a.cols() != b.rows())
-    throw oa::invalid_argument(call, "b", std::to_string(b.rows()) + " rows for A's " + std::to_string(a.cols()) + " columns");
-  if (!(a.grid() == b.grid()) || &a.comm() != &b.comm())
-    throw oa::invalid_argument(call, "b", "laid out over another grid than A");
-  // Every rank takes the operands to be of one shape over one grid.
+  if (&a.comm() != &b.comm())
+    throw oa::invalid_argument(call, "b", "made over another communicator than A");
+  // The operands checked, and their shapes agreed, in a collective: what is
+  // wrong on any rank fails every rank's call.
   communicator& c = a.comm();
-  const std::uint64_t shapes = a.row_layout().key() ^ (a.col_layout().key() << 1) ^ (b.col_layout().key() << 2);
-  (void)c.exchange(call, [] { return std::vector<std::byte>{}; }, shapes);
+  (void)c.exchange(
+      call,
+      [&] {
+        if (a.cols() != b.rows())
+          throw oa::invalid_argument(call, "b",
+                                     std::to_string(b.rows()) + " rows for A's " + std::to_string(a.cols()) + " columns");
+        if (!(a.grid() == b.grid()))
+          throw oa::invalid_argument(call, "b",
+                                     "over a " + std::to_string(b.grid().rows) + " x " + std::to_string(b.grid().cols) +
+                                         " grid, A over " + std::to_string(a.grid().rows) + " x " +
+                                         std::to_string(a.grid().cols));
+        return std::vector<std::byte>{};
+      },
+      a.shape_key() ^ (b.shape_key() << 2));
   const grid g = a.grid();
   const auto row = c.split(call, g.row_of(c.rank()), g.col_of(c.rank()));
   const auto col = c.split(call, g.col_of(c.rank()), g.row_of(c.rank()));

@@ -35,6 +35,17 @@ std::vector<T> from_bytes(const std::vector<std::byte>& b) {
   return v;
 }
 
+/// An oa::invalid_argument naming `call` unless `root` is a rank of `ranks`.
+inline void check_root(const char* call, int root, int ranks) {
+  if (root < 0 || root >= ranks)
+    throw oa::invalid_argument(call, "root", std::to_string(root) + " is not a rank of " + std::to_string(ranks));
+}
+
+/// A call's root as part of the key its ranks agree on.
+inline std::uint64_t root_key(int root) noexcept {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(root)) + 1) * 0x9e3779b97f4a7c15u;
+}
+
 }  // namespace detail
 
 /// Every rank's `local()` value, in rank order, on every rank (a
@@ -90,7 +101,7 @@ class vector {
       : layout_(std::move(l)), local_(std::move(local)), comm_(&c) {
     if (layout_.ranks() != c.size())
       throw oa::invalid_argument("oa::dist::vector", "layout",
-                                 layout_.describe() + " for a run of " + std::to_string(c.size()) + " ranks");
+                                 layout_.describe() + " for a communicator of " + std::to_string(c.size()) + " ranks");
   }
 
   const dist::layout& layout() const noexcept { return layout_; }
@@ -106,8 +117,7 @@ class vector {
   const std::vector<T>& block(const std::string& call) const {
     const std::vector<T>& mine = local_.get();
     if (mine.size() != layout_.count(comm_->rank()))
-      throw oa::error(call + ": rank " + std::to_string(comm_->rank()) + "'s block holds " +
-                      std::to_string(mine.size()) + " elements, its layout " +
+      throw oa::error(call + ": this rank's block holds " + std::to_string(mine.size()) + " elements, its layout " +
                       std::to_string(layout_.count(comm_->rank())));
     return mine;
   }
@@ -120,17 +130,17 @@ class vector {
 
   /// The whole vector on rank `root`, an empty one on the others (a collective).
   std::vector<T> gather(int root) const {
-    if (root < 0 || root >= comm_->size())
-      throw oa::invalid_argument("oa::dist::vector::gather", "root",
-                                 std::to_string(root) + " is not a rank of " + std::to_string(comm_->size()));
     const std::vector<T>* mine = nullptr;
+    // The root is checked, and agreed (part of the key), in the collective:
+    // a bad one on any rank fails every rank's call.
     (void)comm_->exchange(
         "oa::dist::vector::gather (to one rank)",
         [&] {
+          detail::check_root("oa::dist::vector::gather", root, comm_->size());
           mine = &block("oa::dist::vector::gather");
           return std::vector<std::byte>{};
         },
-        layout_.key());
+        layout_.key() ^ detail::root_key(root));
     std::vector<std::size_t> counts(static_cast<std::size_t>(comm_->size()), 0);
     counts[static_cast<std::size_t>(root)] = mine->size();
     return all_to_all<T>(*comm_, "oa::dist::vector::gather (to one rank)", std::span<const T>(*mine), counts);
