@@ -120,7 +120,8 @@ double call_paging(const workload_spec& w, const std::vector<A>& in, std::vector
   out.assign(w.array_outputs, A{});
   if (w.name == "blackscholes") oa_workloads::blackscholes(in[0], in[1], in[2], in[3], in[4], out[0], out[1]);
   else if (w.name == "haversine") oa_workloads::haversine(in[0], in[1], out[0]);
-  else return oa_workloads::crime_index(in[0], in[1], in[2]);
+  else if (w.name == "crime") return oa_workloads::crime_index(in[0], in[1], in[2]);
+  else throw std::invalid_argument("--workload " + std::string(w.name) + ": not a paging workload");
   return 0;
 }
 

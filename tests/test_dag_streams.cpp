@@ -324,7 +324,9 @@ TEST_CASE("the time model of stages together: kernels' busy times add up beside 
   r.h2d = r.d2h = 1e9;
   const oa::detail::stage_cost streams{"streams", 64e6, 64e6, 0}, both{"both", 64e6, 32e6, 32e6};
   const auto t = [&](std::vector<oa::detail::stage_cost> cs, std::vector<double> k) {
-    return oa::detail::predicted_seconds(cs, k, 8e6, 2, r);
+    std::vector<oa::detail::member_cost> ms;
+    for (std::size_t i = 0; i < cs.size(); ++i) ms.push_back({cs[i], k[i]});
+    return oa::detail::predicted_seconds(ms, 8e6, 2, r);
   };
   // Without kernels: alone 64 ms and 32 ms (and their ends); together the
   // copies in add up to 96 ms: nothing gained but the other way's ends.

@@ -541,7 +541,6 @@ TEST_CASE("split communicators: numbered by key, broadcasts of their own, severa
     const auto brief = world().split("test split", half, -me);
     kept = brief->broadcast("test broadcast", 0, bytes(late));
   }
-  CHECK(kept->done());
   kept->wait();
   CHECK(late == std::vector<std::int64_t>(5, 7));
   // A color refused on one rank fails the split on every rank.
@@ -584,6 +583,31 @@ TEST_CASE("gemm: a product that fails on one rank fails every rank's call, namin
   }
 }
 
+TEST_CASE("a communicator of every rank, split: its broadcasts cross ranks, their buffers made in the agreement") {
+  const int me = rank();
+  const auto all = world().split("test split", 7, -me);  // every rank, numbered from the last
+  CHECK(all->size() == ranks());
+  CHECK(all->rank() == ranks() - 1 - me);
+  std::vector<double> got;
+  const auto before = world().network_bytes();
+  all->broadcast("test broadcast", 0, [&] {
+    got.assign(100, all->rank() == 0 ? 2.5 : 0.0);
+    return std::as_writable_bytes(std::span(got));
+  })->wait();
+  CHECK(got == std::vector<double>(100, 2.5));
+  if (ranks() > 1) CHECK(world().network_bytes() - before >= 100 * sizeof(double));
+  // A buffer that cannot be made on one rank fails every rank's broadcast.
+  CHECK_THROWS_WITH_AS(all->broadcast("test broadcast", 0, [&]() -> std::span<std::byte> {
+    if (me == ranks() - 1) throw std::bad_alloc();
+    return std::as_writable_bytes(std::span(got));
+  }), doctest::Contains("failed"), oa::dist::error);
+  // Sizes that differ fail every rank, naming the sizes.
+  std::vector<double> mine(me == 0 ? 3 : 4);
+  if (ranks() > 1)
+    CHECK_THROWS_WITH_AS(all->broadcast("test broadcast", 0, std::as_writable_bytes(std::span(mine))),
+                         doctest::Contains("bytes from root"), oa::dist::error);
+}
+
 TEST_CASE("what one rank gets wrong in a collective fails every rank's call: roots, shapes, communicators, names") {
   const int me = rank(), last = ranks() - 1;
   const auto x = oa::dist::generate<double>(10, [](std::size_t i) { return static_cast<double>(i); });
@@ -596,7 +620,7 @@ TEST_CASE("what one rank gets wrong in a collective fails every rank's call: roo
   CHECK_THROWS_AS(m.gather(me == last ? -1 : 0), oa::dist::error);
   // A product whose inner sizes differ on one rank only.
   const auto b = oa::dist::generate_matrix<double>(me == last ? 5 : 6, 4, [](std::size_t, std::size_t) { return 1.0; });
-  CHECK_THROWS_WITH_AS(oa::dist::gemm(m, b), doctest::Contains("oa::dist::gemm"), oa::dist::error);
+  CHECK_THROWS_WITH_AS(oa::dist::gemm(m, b), doctest::Contains("rows for A's 6 columns"), oa::dist::error);
   // Values over different communicators are refused, naming the argument.
   const auto part = world().split("test split", 0, -me);
   const auto y = oa::dist::generate<double>(10, [](std::size_t i) { return static_cast<double>(i); }, *part);

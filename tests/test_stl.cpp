@@ -317,14 +317,14 @@ TEST_CASE_TEMPLATE("sort: many runs, duplicates, sorted and reversed input, both
       CHECK(down == descending);
       // A vector given up: the same order, with no bytes kept for a rollback.
       oa::clear_reports();
-      CHECK(oa::stl::detail::sort_owned<T, false>(*input) == ascending);
-      CHECK(oa::stl::detail::sort_owned<T, true>(*input) == descending);
+      CHECK(oa::stl::sorted(std::vector<T>(*input)) == ascending);
+      CHECK(oa::stl::sorted(std::vector<T>(*input), std::greater<>{}) == descending);
       const auto reps = oa::reports();
       CHECK(reps.size() >= 4);  // runs and merge, twice
       for (const auto& r : reps) CHECK(r.rollback_bytes == 0);
     }
     for (const std::size_t small : {0, 1, 2})
-      CHECK(oa::stl::detail::sort_owned<T, false>(std::vector<T>(ascending.end() - small, ascending.end())) ==
+      CHECK(oa::stl::sorted(std::vector<T>(ascending.end() - small, ascending.end())) ==
             std::vector<T>(ascending.end() - small, ascending.end()));
     std::size_t chunks = 0;
     for (const auto& r : oa::reports()) chunks = std::max(chunks, r.chunks);

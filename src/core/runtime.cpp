@@ -288,6 +288,7 @@ void runtime::configure(const config& c, const config_origin& origin) {
   state_->configured = true;
   state_->publish_hook_settings();
   state_->devices.clear();
+  state_->kernel_times = {};  // of the devices just dropped
   state_->device_error = nullptr;
 }
 

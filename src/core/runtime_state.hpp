@@ -50,9 +50,10 @@ struct runtime_state {
   std::unique_ptr<device> host;
   run_log log;
   // The busy time of each kind of stage's kernels on each device, by the
-  // bytes it touches, measured whenever one runs there (in memory, for this
-  // runtime): what stages run together share besides the link, so that one
-  // whose kernels bound it (a sort's runs) goes beside one the link bounds.
+  // bytes it touches, measured whenever one runs there alone and whole (in
+  // memory, for these devices): what stages run together share besides the
+  // link, so that one whose kernels bound it (a sort's runs) goes beside
+  // one the link bounds.
   perf_models kernel_times;
   // OA_PLACEMENT=cost: the models, read from models_file once (the setting
   // may change between evaluations), written back when they learned.

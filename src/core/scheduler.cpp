@@ -340,8 +340,11 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
                                    : run_stage(s, nodes_, needed_, where, host, opt);
   rep.evicted_bytes = target.resident->evicted_bytes() - evicted_before;
   rep.predicted_seconds = predicted;
-  if (&where != &host && !s.contraction && rep.error.empty() && rep.compute_seconds > 0) {
-    const stage_cost measured = by_cost_ ? cost : cost_of(s, nodes_, needed_, nullptr, place.layout.get());
+  // The kernels' time of a stage the device ran whole (none re-run on the
+  // host), by the bytes companions() looks it up by.
+  if (&where != &host && !s.contraction && rep.error.empty() && rep.device_fault.empty() && rep.host_reruns == 0 &&
+      rep.compute_seconds > 0) {
+    const stage_cost measured = cost_of(s, nodes_, needed_, nullptr);
     st_.kernel_times.record(measured.op, where.name(), measured.bytes, rep.compute_seconds);
   }
   finish(i, std::move(rep), cost, where);

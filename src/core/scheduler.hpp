@@ -26,20 +26,26 @@ namespace oa::detail {
 
 struct group_member;
 
-/// Predicted seconds of stages of costs `cs` together, each in `share` bytes
+/// A stage among others on one device: what it moves, and its kernels'
+/// busy time.
+struct member_cost {
+  stage_cost cost;
+  double kernel_seconds = 0;
+};
+
+/// Predicted seconds of stages of costs `ms` together, each in `share` bytes
 /// of the device's memory over `slots` streams. The link's directions (and
 /// its shared cap) and the device's kernels are shared: their bytes add up,
-/// and so do the kernels' busy times `kernels` (each stage's as measured
+/// and so do the kernels' busy times (each stage's as measured
 /// before; where none was, its bytes at the device's kernel rate).
 /// Each stage's own is its pipeline's fill and drain: the one chunk's copy
 /// of the direction that does not bound it (a stage that only copies in has
 /// none: the link is busy from its first chunk to its last), and the
 /// latency of each chunk's copy in, kernel and copy out (the device's
 /// engines hand them off one by one, whichever stage they are for). One
-/// stage alone is the same with cs = {its cost}. An estimate for choosing,
+/// stage alone is the same with ms = {its cost}. An estimate for choosing,
 /// never reported as a measurement.
-double predicted_seconds(const std::vector<stage_cost>& cs, const std::vector<double>& kernels, double share, int slots,
-                         const device_rates& r);
+double predicted_seconds(const std::vector<member_cost>& ms, double share, int slots, const device_rates& r);
 
 class scheduler {
  public:

@@ -24,15 +24,14 @@ constexpr std::size_t look_ahead = 16;    // stages looked at past the first
 constexpr double worth_it = 0.9;          // together must be predicted this much faster than one at a time
 }  // namespace
 
-double predicted_seconds(const std::vector<stage_cost>& cs, const std::vector<double>& kernels, double share, int slots,
-                         const device_rates& r) {
+double predicted_seconds(const std::vector<member_cost>& ms, double share, int slots, const device_rates& r) {
   double in = 0, out = 0, busy = 0, ends = 0, latency = 0;
   const double chunk = share / std::max(1, slots);
-  for (std::size_t k = 0; k < cs.size(); ++k) {
-    const stage_cost& c = cs[k];
+  for (const member_cost& m : ms) {
+    const stage_cost& c = m.cost;
     in += c.in_bytes;
     out += c.out_bytes;
-    busy += kernels[k];
+    busy += m.kernel_seconds;
     if (c.bytes <= 0 || chunk <= 0) continue;
     const double per_chunk = std::min(1.0, chunk / c.bytes);
     ends = std::max(ends, per_chunk * std::min(c.in_bytes / r.h2d, c.out_bytes / r.d2h));
@@ -80,12 +79,14 @@ bool scheduler::leaves_copy(std::size_t j, device& dev) const {
 /// The pipeline slots stage j is planned with in `share`; 0 when one unit
 /// of it on one slot does not fit. A product joins others only when A, B
 /// and C take at most half its share (a margin, so that it runs as one
-/// tile): smaller tiles would move more bytes.
+/// tile: smaller tiles would move more bytes); its copies and its kernel
+/// then overlap as a pipeline's (two slots, as far as the model goes).
 int scheduler::slots_in_share(std::size_t j, device& share) {
+  constexpr int whole_product = 2;
   const stage& s = stages_[j];
   if (s.contraction) {
     const contraction_desc& d = *nodes_[static_cast<std::size_t>(s.calls.front())].contraction;
-    return (d.m * d.k + d.k * d.n + d.m * d.n) * d.elem_bytes <= share.memory_budget() / 2 ? 2 : 0;
+    return (d.m * d.k + d.k * d.n + d.m * d.n) * d.elem_bytes <= share.memory_budget() / 2 ? whole_product : 0;
   }
   run_options opt = options_for(j);
   opt.whole_copies = false;
@@ -107,23 +108,21 @@ double scheduler::predicted_together(const std::vector<std::size_t>& group, std:
   const int slots = c_.streams > 0 ? c_.streams : dev.preferred_streams();
   const device_rates r = dev.rates();
   const std::size_t share = free / group.size();
-  std::vector<stage_cost> costs;
-  std::vector<double> kernels;
+  std::vector<member_cost> members;
   double own = 0;
-  std::optional<shared_device> whole;
-  std::optional<device_share> part;
+  shared_device whole(dev);
+  device_share part(whole, share);
   for (std::size_t j : group) {
-    costs.push_back(cost_of(stages_[j], nodes_, needed_, nullptr));
-    const stage_cost& c = costs.back();
+    member_cost m{cost_of(stages_[j], nodes_, needed_, nullptr)};
+    const stage_cost& c = m.cost;
     const auto measured = st_.kernel_times.predict(c.op, dev.name(), c.bytes);
-    kernels.push_back(measured ? *measured : r.kernel_bytes > 0 ? c.bytes / r.kernel_bytes : 0.0);
-    if (group.size() == 1) continue;
-    if (!part) part.emplace(whole.emplace(dev), share);
-    const int in_share = slots_in_share(j, *part);
+    m.kernel_seconds = measured ? *measured : r.kernel_bytes > 0 ? c.bytes / r.kernel_bytes : 0.0;
+    const int in_share = slots_in_share(j, part);
     if (in_share == 0) return std::numeric_limits<double>::infinity();
-    if (in_share == 1) own = std::max(own, c.in_bytes / r.h2d + kernels.back() + c.out_bytes / r.d2h);
+    if (in_share == 1) own = std::max(own, c.in_bytes / r.h2d + m.kernel_seconds + c.out_bytes / r.d2h);
+    members.push_back(std::move(m));
   }
-  return std::max(own, predicted_seconds(costs, kernels, static_cast<double>(share), slots, r));
+  return std::max(own, predicted_seconds(members, static_cast<double>(share), slots, r));
 }
 
 /// The stages that run together with stage i on `target`: i, and later
@@ -176,19 +175,8 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
     seconds = t;
     alone += j_alone;
   }
-  // Fewer together when a share would not hold one of them (the last first).
-  while (group.size() > 1) {
-    shared_device whole(dev);
-    device_share share(whole, free / group.size());
-    std::size_t misfit = 0;
-    for (std::size_t k = 0; k < group.size() && !misfit; ++k)
-      if (slots_in_share(group[k], share) == 0) misfit = k == 0 ? group.size() : k;
-    if (!misfit) break;
-    if (misfit == group.size()) return {};  // the first needs more: it runs alone
-    alone -= predicted_together({group[misfit]}, free, dev);
-    group.erase(group.begin() + static_cast<std::ptrdiff_t>(misfit));
-  }
-  if (group.size() < 2 || predicted_together(group, free, dev) >= worth_it * alone) return {};
+  // (Each member fits its share: a group one would not fit is never sooner.)
+  if (group.size() < 2 || seconds >= worth_it * alone) return {};
   const std::size_t now_free = budget - std::min(budget, in_use);
   if (now_free < free && (!target.resident->evict(free - now_free) ||
                           budget - std::min(budget, dev.bytes_in_use()) < free))

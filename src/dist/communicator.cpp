@@ -84,19 +84,21 @@ std::string mpi_text(int code) {
 /// is in, by name, so that ranks in different ones say so.
 struct header {
   std::uint64_t failed = 0, size = 0, layout = 0;
-  std::uint64_t name_hash = 0;  // of the whole name: a long one's text is cut, not its hash
+  std::uint64_t name_hash = 0, name_size = 0;  // of the whole name: a long one's text is cut, not these
   char call[96] = {};
 
   header(bool f, std::size_t n, std::uint64_t l, const std::string& name)
-      : failed(f ? 1 : 0), size(n), layout(l), name_hash(hash_of(name)) {
+      : failed(f ? 1 : 0), size(n), layout(l), name_hash(hash_of(name)), name_size(name.size()) {
     std::memcpy(call, name.data(), std::min(name.size(), sizeof call - 1));
   }
   header() = default;
   std::string name() const {
     const std::string text(call, strnlen(call, sizeof call));
-    return text.size() == sizeof call - 1 ? text + "..." : text;
+    return name_size > text.size() ? text + "..." : text;
   }
-  bool same_call(const header& o) const { return name_hash == o.name_hash && std::strncmp(call, o.call, sizeof call) == 0; }
+  bool same_call(const header& o) const {
+    return name_hash == o.name_hash && name_size == o.name_size && std::strncmp(call, o.call, sizeof call) == 0;
+  }
 
   /// FNV-1a.
   static std::uint64_t hash_of(const std::string& s) {
@@ -195,7 +197,9 @@ class mpi_comm final : public communicator {
   }
 
   class pending;
-  std::unique_ptr<request> broadcast(const std::string& call, int root, std::span<std::byte> bytes) override;
+  using communicator::broadcast;
+  std::unique_ptr<request> broadcast(const std::string& call, int root,
+                                     const std::function<std::span<std::byte>()>& buffer) override;
 
   std::unique_ptr<communicator> split(const std::string& call, int color, int key) override {
     const entry in(*this, call);
@@ -209,7 +213,12 @@ class mpi_comm final : public communicator {
     // so it waits for nothing but its own work.
     MPI_Comm part = MPI_COMM_NULL;
     check(call, MPI_Comm_split(comm_, color, key, &part));
-    return std::make_unique<mpi_comm>(run_, part, local_rank_, local_size_);
+    try {
+      return std::make_unique<mpi_comm>(run_, part, local_rank_, local_size_);
+    } catch (...) {
+      MPI_Comm_free(&part);
+      throw;
+    }
   }
 
  private:
@@ -306,8 +315,8 @@ class mpi_comm final : public communicator {
     MPI_Comm_size(MPI_COMM_WORLD, &everyone);
     if (everyone == size_) return " of " + std::to_string(size_);
     std::string out = " of ranks";
-    for (int r = 0; r < size_; ++r) out += (r ? ", " : " ") + std::to_string(who(r));
-    return out;
+    for (int r = 0; r < size_ && r < 16; ++r) out += (r ? ", " : " ") + std::to_string(who(r));
+    return size_ > 16 ? out + ", ... (" + std::to_string(size_) + " in all)" : out;
   }
 
   static bytes text_bytes(const std::string& s) {
@@ -359,8 +368,8 @@ class mpi_comm final : public communicator {
   /// the ranks that did not arrive, goes to stderr and the run is aborted.
   /// The poll spins briefly, then sleeps (up to half a millisecond) so that
   /// a rank waiting for others leaves the cores to ranks still computing.
-  /// Without `tokens` (a broadcast, which posts none), past the deadline the
-  /// message names the ranks of this communicator instead.
+  /// Without `tokens` (a broadcast, begun once every rank had arrived)
+  /// there is no deadline.
   void wait(const std::string& call, MPI_Request& req, arrival* tokens) {
     const double limit = oa::current_config().dist_timeout;
     const auto start = std::chrono::steady_clock::now();
@@ -370,8 +379,8 @@ class mpi_comm final : public communicator {
       check(call, MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) return;
       const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (limit > 0 && waited > limit && !(tokens && tokens->arrived())) {
-        std::string missing = tokens ? tokens->missing() : std::string();
+      if (tokens && limit > 0 && waited > limit && !tokens->arrived()) {
+        std::string missing = tokens->missing();
         if (missing.empty()) missing = "a rank";
         std::ostringstream what;
         what << "oa: " << call << ": " << missing << of_ranks()
@@ -543,14 +552,16 @@ mpi_comm::~mpi_comm() {
 }
 
 std::unique_ptr<communicator::request> mpi_comm::broadcast(const std::string& call, int root,
-                                                           std::span<std::byte> buffer) {
+                                                           const std::function<std::span<std::byte>()>& buffer_of) {
   const entry in(*this, call);
+  std::span<std::byte> buffer;
   // The ranks agree on the call, its root and its size before any byte
   // moves (a header, as every collective's): a bad root or size on any
   // rank, or ranks in different collectives, fail every rank's call.
   const auto said = gather(call, [&] {
     if (root < 0 || root >= size_)
       throw oa::invalid_argument(call.c_str(), "root", std::to_string(root) + " is not a rank of " + std::to_string(size_));
+    buffer = buffer_of();
     (void)count_of(call, buffer.size(), "in one broadcast");
     const std::uint64_t mine[2] = {static_cast<std::uint64_t>(root), buffer.size()};
     bytes b(sizeof mine);

@@ -598,13 +598,24 @@ inline constexpr auto merge_runs = oa::annotate<"oa::stl::sort (merge)">(
 /// value), and nothing of the caller's is updated in place, so nothing is
 /// kept for a rollback.
 template <class T, bool Descending>
-inline constexpr auto merged_runs = oa::annotate<"oa::stl::sort (merge)">(
+inline constexpr auto merged_runs = oa::annotate<"oa::stl::sort (merge into a new vector)">(
     oa::cpu([](const auto& part, const std::vector<T>& all, auto& out) {
       (void)part;
       merge_range<T, Descending>(all, out);
     }),
     oa::args(oa::in<sort_runs>("runs"), oa::scalar<std::vector<T>>("all runs"),
              oa::out<sort_runs, std::vector<T>>("sorted")));
+
+/// Whether `Compare` sorts in descending order (std::greater).
+template <class Compare, class T>
+inline constexpr bool descending_v = std::is_same_v<Compare, std::greater<>> || std::is_same_v<Compare, std::greater<T>>;
+
+/// The orders the sorts take: std::less or std::greater.
+template <class Compare, class T>
+constexpr void check_sort_order() {
+  static_assert(descending_v<Compare, T> || std::is_same_v<Compare, std::less<>> || std::is_same_v<Compare, std::less<T>>,
+                "oa::stl::sort: the comparison is std::less or std::greater");
+}
 
 /// Sorts a vector the caller gives up, holding at most two of its size at
 /// once (the input and its runs, then the runs and the result) where
@@ -842,11 +853,23 @@ void sort(Range& range, Compare comp = {}) {
   using T = detail::element_t<Range>;
   static_assert(!is_lazy_v<Range>, "oa::stl::sort sorts the caller's container in place: pass the container");
   static_assert(std::is_arithmetic_v<T>, "oa::stl::sort: the elements are integers or floating point");
-  constexpr bool descending = std::is_same_v<Compare, std::greater<>> || std::is_same_v<Compare, std::greater<T>>;
-  static_assert(descending || std::is_same_v<Compare, std::less<>> || std::is_same_v<Compare, std::less<T>>,
-                "oa::stl::sort: the comparison is std::less or std::greater");
+  detail::check_sort_order<Compare, T>();
+  constexpr bool descending = detail::descending_v<Compare, T>;
   lazy<std::vector<T>> runs = detail::sorted_runs<T, descending>(range);
   detail::merge_runs<T, descending>(range, std::move(runs));
+}
+
+/// The elements of `v`, which the caller gives up, sorted (as sort(), out
+/// of core): no copy is kept to put `v` back if the sort fails (it is
+/// gone), and `v` is released once its sorted runs are made, so at most two
+/// vectors of its size are held at once, where sort() holds three. Evaluates
+/// the calls pending, as get() does.
+template <class T, class Compare = std::less<>>
+std::vector<T> sorted(std::vector<T>&& v, Compare comp = {}) {
+  (void)comp;
+  static_assert(std::is_arithmetic_v<T>, "oa::stl::sorted: the elements are integers or floating point");
+  detail::check_sort_order<Compare, T>();
+  return detail::sort_owned<T, detail::descending_v<Compare, T>>(std::move(v));
 }
 
 /// std::count: how many elements equal `value`, as a lazy std::int64_t.

@@ -70,11 +70,13 @@ class communicator {
                                               const std::vector<std::size_t>& counts,
                                               const std::function<std::byte*(std::size_t)>& into) = 0;
 
-  /// A broadcast under way (broadcast()): wait() finishes it, holding to
-  /// OA_DIST_TIMEOUT as every collective does; done() says, without
-  /// waiting, whether it has finished, and moves it on (MPI progresses a
-  /// non-blocking collective only when called). Destroying one unfinished
-  /// waits for it: its buffer is written until then.
+  /// A broadcast under way (broadcast()): wait() finishes it, done() says,
+  /// without waiting, whether it has finished, and moves it on (MPI
+  /// progresses a non-blocking collective only when called). Every rank
+  /// has arrived at a broadcast begun, so waiting for one has no deadline:
+  /// what it waits for is the root's bytes. Destroying one unfinished waits
+  /// for it: its buffer is written until then. Like every collective, a
+  /// request is waited for and destroyed by the thread that calls them.
   class request {
    public:
     virtual ~request() = default;
@@ -82,15 +84,21 @@ class communicator {
     virtual bool done() = 0;
   };
 
-  /// Begins sending rank `root`'s `bytes` to every rank's `bytes`
-  /// (MPI_Ibcast): every rank passes as many bytes, and begins the same
-  /// broadcasts in the same order; several may be under way at once, and
-  /// other collectives may run meanwhile. The ranks agree on the call, the
-  /// root and the size first (a bad one on any rank fails every rank's
-  /// call); no failure travels with the bytes: what can fail on one rank
-  /// while they move is agreed on by an exchange() after. Destroying this
-  /// communicator finishes its broadcasts under way.
-  virtual std::unique_ptr<request> broadcast(const std::string& call, int root, std::span<std::byte> bytes) = 0;
+  /// Begins sending rank `root`'s bytes to every rank (MPI_Ibcast) in the
+  /// buffer `buffer()` returns on each (for the root, filled): every rank
+  /// passes as many bytes, and begins the same broadcasts in the same
+  /// order; several may be under way at once, and other collectives may run
+  /// meanwhile. The buffer is made, and the ranks agree on the call, the
+  /// root and the size, before any byte moves: what fails or is wrong on
+  /// any rank (making the buffer, a root out of range, a size of its own)
+  /// fails every rank's call. No failure travels with the bytes: what can
+  /// fail on one rank while they move is agreed on by an exchange() after.
+  /// Destroying this communicator finishes its broadcasts under way.
+  virtual std::unique_ptr<request> broadcast(const std::string& call, int root,
+                                             const std::function<std::span<std::byte>()>& buffer) = 0;
+  std::unique_ptr<request> broadcast(const std::string& call, int root, std::span<std::byte> bytes) {
+    return broadcast(call, root, [bytes] { return bytes; });
+  }
 
   /// The ranks with the same `color`, numbered in the order of their `key`
   /// (MPI_Comm_split): a communicator of their own, whose collectives are
@@ -99,8 +107,8 @@ class communicator {
   /// a reference to it: they must not outlive it.
   virtual std::unique_ptr<communicator> split(const std::string& call, int color, int key) = 0;
 
-  /// Bytes moved to and from other ranks by this rank so far (through this
-  /// communicator and those split from it).
+  /// Bytes moved to and from other ranks by this rank so far, over every
+  /// communicator of the run.
   virtual std::uint64_t network_bytes() const noexcept = 0;
 
   /// Waits for every rank (a collective with nothing to exchange).

@@ -181,12 +181,18 @@ class summa_step {
     while (owner_col + 1 < g.cols && ak.offset(owner_col + 1) <= k0) ++owner_col;
     while (owner_row + 1 < g.rows && bk.offset(owner_row + 1) <= k0) ++owner_row;
     const auto w = static_cast<Eigen::Index>(k1 - k0);
-    a_.resize(static_cast<Eigen::Index>(a.local_rows()), w);
-    b_.resize(w, static_cast<Eigen::Index>(b.local_cols()));
-    if (pc == owner_col) a_ = a.local().middleCols(static_cast<Eigen::Index>(k0 - ak.offset(pc)), w);
-    if (pr == owner_row) b_ = b.local().middleRows(static_cast<Eigen::Index>(k0 - bk.offset(pr)), w);
-    a_sent_ = row.broadcast(call, owner_col, bytes_of(a_));
-    b_sent_ = col.broadcast(call, owner_row, bytes_of(b_));
+    // Each panel made (and, where it lives, filled) in its broadcast's
+    // agreement: a rank that cannot make it fails every rank's call.
+    a_sent_ = row.broadcast(call, owner_col, [&] {
+      a_.resize(static_cast<Eigen::Index>(a.local_rows()), w);
+      if (pc == owner_col) a_ = a.local().middleCols(static_cast<Eigen::Index>(k0 - ak.offset(pc)), w);
+      return bytes_of(a_);
+    });
+    b_sent_ = col.broadcast(call, owner_row, [&] {
+      b_.resize(w, static_cast<Eigen::Index>(b.local_cols()));
+      if (pr == owner_row) b_ = b.local().middleRows(static_cast<Eigen::Index>(k0 - bk.offset(pr)), w);
+      return bytes_of(b_);
+    });
   }
 
   /// Moves the broadcasts on; whether both have finished.
@@ -210,30 +216,44 @@ class summa_step {
 /// `work` on a thread of its own, on the caller's runtime, while `step`'s
 /// broadcasts are moved on here (MPI moves a non-blocking collective only
 /// when called, and only this thread calls it); what `work` throws is kept
-/// in `failed`.
+/// in `failed`. With nothing to move on, or no thread to be had, the work
+/// runs here.
 template <class S, class F>
 void overlapped(F&& work, summa_step<S>* step, std::exception_ptr& failed) {
-  std::atomic<bool> finished{false};
-  runtime& rt = runtime::current();  // the caller's, which the thread would not see
-  std::thread worker([&] {
+  const auto run = [&] {
     try {
-      const runtime::use on(rt);
       work();
     } catch (...) {
       failed = std::current_exception();
     }
-    finished.store(true, std::memory_order_release);
-  });
-  auto nap = std::chrono::microseconds(0);
-  while (!finished.load(std::memory_order_acquire)) {
-    try {
-      if (step && step->done()) step = nullptr;  // nothing left to move on: wait for the work alone
-    } catch (...) {
-      worker.join();
-      throw;
+  };
+  if (!step) return run();
+  std::atomic<bool> finished{false};
+  runtime& rt = runtime::current();  // the caller's, which the thread would not see
+  std::thread worker;
+  try {
+    worker = std::thread([&] {
+      try {
+        const runtime::use on(rt);
+        work();
+      } catch (...) {
+        failed = std::current_exception();
+      }
+      finished.store(true, std::memory_order_release);
+    });
+  } catch (...) {
+    return run();  // the broadcasts then move when they are waited for
+  }
+  // Until the broadcasts finish or the work does (then it is only waited for).
+  auto nap = std::chrono::microseconds(10);
+  try {
+    while (!finished.load(std::memory_order_acquire) && !step->done()) {
+      std::this_thread::sleep_for(nap);
+      nap = std::min(nap * 2, std::chrono::microseconds(100));
     }
-    nap = std::min(std::max(nap * 2, std::chrono::microseconds(10)), std::chrono::microseconds(500));
-    std::this_thread::sleep_for(nap);
+  } catch (...) {
+    worker.join();
+    throw;
   }
   worker.join();
 }

@@ -124,9 +124,8 @@ vector<T> sort(const vector<T>& x, Compare comp = {}) {
   std::vector<T>().swap(send);
   // What this rank received is its own: sorted without a copy kept for
   // a rollback, and released once its runs are made.
-  constexpr bool descending = std::is_same_v<Compare, std::greater<>> || std::is_same_v<Compare, std::greater<T>>;
   const auto sizes = each_rank<std::uint64_t>(c, call, [&] {
-    mine = oa::stl::detail::sort_owned<T, descending>(std::move(mine));
+    mine = oa::stl::sorted(std::move(mine), comp);
     return static_cast<std::uint64_t>(mine.size());
   });
   return vector<T>(layout::of_counts(std::vector<std::size_t>(sizes.begin(), sizes.end())), oa::hold(std::move(mine)),
