@@ -213,21 +213,16 @@ class summa_step {
   std::unique_ptr<communicator::request> a_sent_, b_sent_;
 };
 
-/// `work` on a thread of its own, on the caller's runtime, while `step`'s
-/// broadcasts are moved on here (MPI moves a non-blocking collective only
-/// when called, and only this thread calls it); what `work` throws is kept
-/// in `failed`. With nothing to move on, or no thread to be had, the work
-/// runs here.
-template <class S, class F>
-void overlapped(F&& work, summa_step<S>* step, std::exception_ptr& failed) {
-  const auto run = [&] {
-    try {
-      work();
-    } catch (...) {
-      failed = std::current_exception();
-    }
-  };
-  if (!step) return run();
+/// `work` on a thread of its own, on the caller's runtime, while this
+/// thread begins the next step (`begin()`: its panels agreed and posted)
+/// and moves its broadcasts on (MPI moves a non-blocking collective only
+/// when called, and only this thread calls it), so that neither the
+/// agreement nor the transfer holds the product up. What `work` throws is
+/// kept in `failed`; what begin() throws (agreed on every rank) is thrown
+/// once the work is done. With no thread to be had, the work runs here
+/// first.
+template <class S, class F, class B>
+std::unique_ptr<summa_step<S>> overlapped(F&& work, B&& begin, std::exception_ptr& failed) {
   std::atomic<bool> finished{false};
   runtime& rt = runtime::current();  // the caller's, which the thread would not see
   std::thread worker;
@@ -242,12 +237,19 @@ void overlapped(F&& work, summa_step<S>* step, std::exception_ptr& failed) {
       finished.store(true, std::memory_order_release);
     });
   } catch (...) {
-    return run();  // the broadcasts then move when they are waited for
+    try {
+      work();
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    return begin();
   }
-  // Until the broadcasts finish or the work does (then it is only waited for).
-  auto nap = std::chrono::microseconds(10);
+  std::unique_ptr<summa_step<S>> next;
   try {
-    while (!finished.load(std::memory_order_acquire) && !step->done()) {
+    next = begin();
+    // Until its broadcasts finish or the work does (then it is only waited for).
+    auto nap = std::chrono::microseconds(10);
+    while (next && !finished.load(std::memory_order_acquire) && !next->done()) {
       std::this_thread::sleep_for(nap);
       nap = std::min(nap * 2, std::chrono::microseconds(100));
     }
@@ -256,6 +258,7 @@ void overlapped(F&& work, summa_step<S>* step, std::exception_ptr& failed) {
     throw;
   }
   worker.join();
+  return next;
 }
 
 }  // namespace detail
@@ -296,18 +299,23 @@ matrix<S> gemm(const matrix<S>& a, const matrix<S>& b) {
   block cm = block::Zero(static_cast<Eigen::Index>(a.local_rows()), static_cast<Eigen::Index>(b.local_cols()));
   std::exception_ptr failed;
   const auto ps = detail::panels(a, b);
-  std::unique_ptr<detail::summa_step<S>> next;
-  if (!ps.empty()) next = std::make_unique<detail::summa_step<S>>(a, b, ps[0].first, ps[0].second, *row, *col, call);
+  // Step i + 1 begins while step i's product runs.
+  const auto begin = [&](std::size_t i) {
+    return i < ps.size() ? std::make_unique<detail::summa_step<S>>(a, b, ps[i].first, ps[i].second, *row, *col, call)
+                         : nullptr;
+  };
+  std::unique_ptr<detail::summa_step<S>> now = begin(0);
   for (std::size_t i = 0; i < ps.size(); ++i) {
-    const std::unique_ptr<detail::summa_step<S>> now = std::move(next);
     const auto [ap, bp] = now->wait();
-    if (i + 1 < ps.size())
-      next = std::make_unique<detail::summa_step<S>>(a, b, ps[i + 1].first, ps[i + 1].second, *row, *col, call);
-    if (failed || cm.size() == 0) continue;
-    detail::overlapped<S>([&] {
+    const auto next = [&] { return begin(i + 1); };
+    if (failed || cm.size() == 0) {
+      now = next();
+      continue;
+    }
+    now = detail::overlapped<S>([&] {
       oa::linalg::gemm(S(1), ap, bp, S(1), cm);
       oa::evaluate();
-    }, next.get(), failed);
+    }, next, failed);
   }
   (void)c.exchange(call, [&] {
     if (failed) std::rethrow_exception(failed);
