@@ -20,16 +20,24 @@ namespace oa::dist {
 
 namespace detail {
 
+/// Two distributed values an element-wise call takes together (vectors or
+/// arrays): over one communicator and laid out alike, else an
+/// oa::invalid_argument naming `arg` (the second, `first` the other).
+template <class X, class Y>
+void alike(const char* call, const char* arg, const std::string& first, const X& a, const Y& b) {
+  if (&a.comm() != &b.comm())
+    throw oa::invalid_argument(call, arg,
+                               "made over another communicator than the " + first +
+                                   ": element-wise calls need the same ranks");
+  if (a.layout() != b.layout())
+    throw oa::invalid_argument(call, arg,
+                               "laid out as " + b.layout().describe() + ", the " + first + " as " +
+                                   a.layout().describe() + ": element-wise calls need the same layout");
+}
+
 template <class A, class B>
 void same_layout(const char* call, const vector<A>& a, const vector<B>& b) {
-  if (&a.comm() != &b.comm())
-    throw oa::invalid_argument(call, "second range",
-                               "made over another communicator than the first: element-wise calls need the "
-                               "same ranks");
-  if (a.layout() != b.layout())
-    throw oa::invalid_argument(call, "second range",
-                               "laid out as " + b.layout().describe() + ", the first as " + a.layout().describe() +
-                                   ": element-wise calls need the same layout");
+  alike(call, "second range", "first", a, b);
 }
 
 /// A vector of the lazy block `local` laid out as `like`.

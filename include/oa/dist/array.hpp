@@ -91,13 +91,7 @@ template <class A, class B>
 void laid_out_alike(const char* call, const array<A>& a, const array<B>& b) {
   usable(call, "left operand", a);
   usable(call, "right operand", b);
-  if (&a.comm() != &b.comm())
-    throw oa::invalid_argument(call, "right operand",
-                               "made over another communicator than the left: element-wise calls need the same "
-                               "ranks");
-  if (a.layout() != b.layout())
-    throw oa::invalid_argument(call, "right operand",
-                               "laid out as " + b.layout().describe() + ", the left as " + a.layout().describe());
+  alike(call, "right operand", "left", a, b);
 }
 
 /// The array of the lazy block `local`, laid out as `like`.
