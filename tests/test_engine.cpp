@@ -43,6 +43,14 @@ std::vector<oa::config> devices() {
   return {oa_test::host_config(), oa_test::emulated_config(std::size_t{1} << 20)};
 }
 
+/// The emulated device taking each stage as one generated kernel, as the CUDA
+/// device does (its description runs on the host).
+oa::config emulated_fused(std::size_t budget) {
+  oa::config c = oa_test::emulated_config(budget);
+  c.emulated_fused = true;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("nothing runs until a value is asked for") {
@@ -71,8 +79,13 @@ TEST_CASE("oa::scope and oa::evaluate run what is pending") {
 }
 
 TEST_CASE("dependencies follow what each call reads and writes") {
-  for (const auto& cfg : devices()) {
+  // On the fused path the updated x of the middle calls is a temporary of
+  // one generated kernel, between a buffer it is read from and one it is
+  // written to.
+  for (const auto& cfg : {oa_test::host_config(), oa_test::emulated_config(std::size_t{1} << 20),
+                          emulated_fused(std::size_t{1} << 20), emulated_fused(64 << 10)}) {
     CAPTURE(cfg.device);
+    CAPTURE(cfg.emulated_fused);
     config_scope cs(cfg);
     const std::size_t n = 50000;
     std::vector<double> a = oa_test::random_vector(n, -1, 1, 1), b = oa_test::random_vector(n, -1, 1, 2);

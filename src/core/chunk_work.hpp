@@ -47,13 +47,17 @@ void run_chunk(const stage& s, const std::vector<call_node>& nodes, const stage_
                const std::vector<region>& regions, split::range r, std::byte* partials, bool use_device_twin,
                const stream_view& stream = {}, const std::vector<std::byte*>* buffers = nullptr);
 
+/// Bytes of a stage's values a pass of run_fused_description covers: what a
+/// core's cache holds, so the twins' operands stay there between calls.
+constexpr std::size_t fused_pass_bytes = std::size_t{256} << 10;
+
 /// What a stage's generated kernel computes on one chunk, run on the host:
 /// the device functions' host twins over `grid` blocks of the chunk's units,
-/// temporaries in host scratch (the kernel keeps them in registers), each
-/// block's reduction partials at its own entry, identities for blocks that
-/// get no unit.
+/// several blocks a pass (temporaries in one pass's host scratch, where the
+/// kernel keeps them in registers), each block's reduction partials at its
+/// own entry, identities for blocks that get no unit.
 void run_fused_description(const stage& s, const std::vector<call_node>& nodes, const stage_layout& L,
-                           std::vector<region> regs, split::range r, std::byte* partials,
+                           const std::vector<region>& regs, split::range r, std::byte* partials,
                            const std::vector<std::size_t>& partial_offsets, unsigned grid);
 
 }  // namespace oa::detail

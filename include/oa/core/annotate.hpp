@@ -1216,6 +1216,12 @@ class annotated {
         std::memcpy(a.partial, &acc, sizeof(R));
       } else {
         auto* out = std::get<w>(b).elements(a);
+        // exp, erf and the like of doubles: the host's vectorized functions
+        // (one element at a time, libm takes several times as long).
+        if constexpr (host_math::fn_of<Op> != host_math::fn::count &&
+                      std::is_same_v<decltype(srcs), std::tuple<elements_at<double>>> &&
+                      std::is_same_v<decltype(out), double*>)
+          if (host_math::apply(host_math::fn_of<Op>, std::get<0>(srcs).p, out, n)) return;
         for (std::size_t i = 0; i < n; ++i) out[i] = at(i);
       }
     };

@@ -124,6 +124,17 @@ enum class fn : unsigned char { sin, cos, asin, erf, exp, log2, count };
 /// written, when no vectorized implementation is in use.
 bool apply(fn f, const double* in, double* out, std::size_t n) noexcept;
 
+/// The function an element-wise operation computes, as `apply` takes it
+/// (fn::count: none of them).
+template <class Op>
+inline constexpr fn fn_of = fn::count;
+template <> inline constexpr fn fn_of<ops::sin> = fn::sin;
+template <> inline constexpr fn fn_of<ops::cos> = fn::cos;
+template <> inline constexpr fn fn_of<ops::asin> = fn::asin;
+template <> inline constexpr fn fn_of<ops::erf> = fn::erf;
+template <> inline constexpr fn fn_of<ops::exp> = fn::exp;
+template <> inline constexpr fn fn_of<ops::log2> = fn::log2;
+
 /// The implementation in use: "sleef-avx512f", "sleef-avx2" or "eigen".
 const char* implementation() noexcept;
 
