@@ -11,6 +11,9 @@
 #   bench/gpu_check.sh --phase build-test deps, configure, build, tests, compute-sanitizer
 #   bench/gpu_check.sh --phase bench      bandwidth and paging benchmarks (builds oa-bench first if needed)
 #   bench/gpu_check.sh --phase gemm       out-of-core GEMM against cuBLAS, cuBLASXt and NVBLAS
+#   bench/gpu_check.sh --phase node       the node's devices at once: the multi-kernel set (serial against
+#                                         oa), a host stage beside a GPU stage in a trace, placement by cost
+#                                         from 2^10 to 2^24, several GPUs when there are
 #   bench/gpu_check.sh --summary DIR      only the summary of results folder D (no GPU needed)
 # Options of the phases: --build DIR (default build/gpu), --time-limit S (a phase stops starting steps that
 # would not end within S seconds of its start; default 540 for each phase
@@ -34,6 +37,14 @@
 #               ours, and took over 7 min) about 2-3 min.
 #   gemm        about 2.5 min: three runs of 50 s (reference on every core,
 #               five modes best of 2).
+#   node        (not yet timed on a node) dag-image, dag-ensemble and
+#               dag-union at 16Mi elements in a 4 GiB budget (in core) and
+#               64Mi through 256 MiB (the link bounds), modes serial and oa,
+#               best of 3 (dag.jsonl); dag-ensemble traced, read by
+#               bench/trace_overlap.py (the sort's merge on the host beside
+#               the GPU's stages); bench/cost_sweep.sh on the GPU
+#               (cost-sweep.jsonl, cost-sweep.log); with two GPUs or more,
+#               Black-Scholes at 8x the budget on one and on two.
 #   bench       about 8 min (the last size of haversine and the staging run at
 #               8x need a second call: --workloads haversine --sizes 8);
 #               bandwidth 6 s; per workload and size one
@@ -232,7 +243,7 @@ PY
 }
 
 usage() {
-  echo "usage: $0 [--phase all|probe|build-test|bench|gemm] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
+  echo "usage: $0 [--phase all|probe|build-test|bench|gemm|node] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
     "[--sizes LIST]" >&2
   echo "       $0 --summary RESULTS_DIR" >&2
   exit 2
@@ -250,7 +261,7 @@ while (($#)); do
       exit 0
       ;;
     --phase)
-      [[ $# -ge 2 && "$2" =~ ^(all|probe|build-test|bench|gemm)$ ]] || usage
+      [[ $# -ge 2 && "$2" =~ ^(all|probe|build-test|bench|gemm|node)$ ]] || usage
       phase=$2
       shift 2
       ;;
@@ -429,7 +440,7 @@ if [[ $phase != probe ]]; then
   NEED=10 step "dependencies" deps bash .ci/deps.sh
   NEED=60 step "configure" configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DOA_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;90"
-  if [[ $phase == bench || $phase == gemm ]]; then
+  if [[ $phase == bench || $phase == gemm || $phase == node ]]; then
     NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench \
       oa-bandwidth oa_example_eigen_gemm_offload
   else
@@ -620,6 +631,46 @@ PY
         echo "gpu_check: the time limit left out these runs (oa-bench, as above, with):"
         printf '  %s\n' "${cut_short[@]}"
       fi
+    fi
+  fi
+fi
+
+# --- phase node: every device of the node at once ---
+if [[ $phase == all || $phase == node ]]; then
+  if [[ -n "$no_gpu" ]]; then
+    skip "multi-kernel set, trace, cost placement on the GPU" "no GPU"
+  elif needs "$build/bench/oa-bench" "oa-bench"; then
+    # The multi-kernel set: one stage at a time (serial) against the DAG on
+    # streams (oa), results compared between the modes by oa-bench.
+    for run in "16Mi 4GiB" "64Mi 256MiB"; do
+      read -r n dag_budget <<<"$run"
+      for w in dag-image dag-ensemble dag-union; do
+        NEED=60 step "oa-bench $w ($n elements, budget $dag_budget, serial and oa)" "dag-$w-$n" \
+          "$build/bench/oa-bench" --workload "$w" --elements "$n" --device cuda --device-memory "$dag_budget" \
+          --repeat 3 --json "$dir/dag.jsonl"
+      done
+    done
+    # A host stage beside the GPU's: the sort's merge runs on the host while
+    # the prefix sum runs on the GPU.
+    NEED=60 step "dag-ensemble traced (64Mi elements, budget 256MiB, oa)" dag-ensemble-traced \
+      env OA_TRACE="$raw/trace-dag-ensemble.json" "$build/bench/oa-bench" --workload dag-ensemble --elements 64Mi \
+      --device cuda --device-memory 256MiB --repeat 1 --mode oa
+    if [[ "$last_rc" == 0 ]]; then
+      NEED=10 step "a host stage beside a GPU stage in the trace" trace-overlap \
+        python3 bench/trace_overlap.py "$raw/trace-dag-ensemble.json"
+    fi
+    NEED=180 step "placement by cost against host and GPU, 2^10 to 2^24 elements" cost-sweep \
+      bash bench/cost_sweep.sh "$dir" "$build/bench/oa-bench" cuda
+    gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
+    if ((gpus >= 2)); then
+      n=$((8 * (1 << 30) / bytes_per_element[blackscholes]))
+      for devices in cuda:0:memory=1GiB cuda:0:memory=1GiB,cuda:1:memory=1GiB; do
+        NEED=60 step "oa-bench blackscholes on $devices (8x one budget)" "several-$(tr -c 'a-z0-9\n' _ <<<"$devices")" \
+          "$build/bench/oa-bench" --workload blackscholes --elements "$n" --mode oa --devices "$devices" \
+          --host-memory pinned --repeat 2 --json "$dir/bench.jsonl"
+      done
+    else
+      skip "Black-Scholes on two GPUs against one" "one GPU here"
     fi
   fi
 fi

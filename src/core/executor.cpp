@@ -57,6 +57,8 @@ stage_report report_for(const stage& s, const std::vector<call_node>& nodes, con
 
 void add_device_records(stage_report& rep, device& dev, const run_options& opt) {
   const std::vector<op_record> ops = dev.take_records();
+  std::string stage;  // copies are named by direction only: this says whose they are
+  for (const std::string& c : rep.calls) stage += (stage.empty() ? "" : ", ") + c;
   for (const auto& o : ops) {
     if (o.what == phase::h2d) rep.h2d_bytes += o.bytes;
     if (o.what == phase::d2h) rep.d2h_bytes += o.bytes;
@@ -69,7 +71,7 @@ void add_device_records(stage_report& rep, device& dev, const run_options& opt) 
                           : o.what == phase::pin                         ? std::string("host memory pinned")
                                                                          : "staging " + std::string(to_string(o.what)) + " threads";
       opt.trace->push_back({dev.name(), std::move(track), o.what == phase::compute ? o.label : to_string(o.what),
-                            o.begin, o.end, o.bytes});
+                            o.begin, o.end, o.bytes, stage});
     }
   }
   rep.h2d_seconds += busy_seconds(ops, phase::h2d);

@@ -207,7 +207,8 @@ void write_trace_json(const std::string& path, const std::vector<trace_event>& e
                         {"tid", tit->second},
                         {"ts", e.begin * 1e6},
                         {"dur", (e.end - e.begin) * 1e6}};
-    if (e.bytes) x["args"] = {{"bytes", e.bytes}};
+    if (e.bytes) x["args"]["bytes"] = e.bytes;
+    if (!e.stage.empty()) x["args"]["stage"] = e.stage;
     ev.push_back(std::move(x));
   }
   write_file(path, {{"traceEvents", ev}, {"displayTimeUnit", "ms"}}, "OA_TRACE");

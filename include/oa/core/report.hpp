@@ -59,6 +59,7 @@ struct trace_event {
   double begin = 0;  // seconds, process clock
   double end = 0;
   std::size_t bytes = 0;
+  std::string stage;  // the calls of the stage it was part of ("" when none)
 };
 
 /// Busy time of one phase: the length of the union of its operations' intervals.
