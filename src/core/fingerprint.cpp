@@ -13,6 +13,15 @@ constexpr std::uint64_t k0 = 0x9E3779B97F4A7C15ull, k1 = 0xC2B2AE3D27D4EB4Full, 
 
 std::uint64_t rotl(std::uint64_t x, int r) noexcept { return (x << r) | (x >> (64 - r)); }
 
+// One word into a lane: a bijection of the lane given the word and of the
+// word given the lane (so that a change in one word always shows). The
+// rotation brings the high bits down: with only xor and multiplication a
+// bit reaches none below it, and the top bits of a lane (the signs of
+// doubles) would only count their changes modulo 2.
+std::uint64_t mix(std::uint64_t h, std::uint64_t w, std::uint64_t k, std::uint64_t kw) noexcept {
+  return rotl(h + w * kw, 31) * k;
+}
+
 struct lanes {
   std::uint64_t h[4] = {k1, k2, k3, k0};
 
@@ -20,19 +29,19 @@ struct lanes {
     std::uint64_t w[4];
     for (; n >= sizeof w; n -= sizeof w, p += sizeof w) {
       std::memcpy(w, p, sizeof w);
-      h[0] = (h[0] ^ w[0]) * k0;
-      h[1] = (h[1] ^ w[1]) * k1;
-      h[2] = (h[2] ^ w[2]) * k2;
-      h[3] = (h[3] ^ w[3]) * k3;
+      h[0] = mix(h[0], w[0], k0, k1);
+      h[1] = mix(h[1], w[1], k1, k2);
+      h[2] = mix(h[2], w[2], k2, k3);
+      h[3] = mix(h[3], w[3], k3, k0);
     }
     if (n == 0) return;
     // The tail, zero-padded; its length is in the final mix.
     std::uint64_t t[4] = {0, 0, 0, 0};
     std::memcpy(t, p, n);
-    h[0] = (h[0] ^ t[0]) * k0;
-    h[1] = (h[1] ^ t[1]) * k1;
-    h[2] = (h[2] ^ t[2]) * k2;
-    h[3] = (h[3] ^ t[3]) * k3;
+    h[0] = mix(h[0], t[0], k0, k1);
+    h[1] = mix(h[1], t[1], k1, k2);
+    h[2] = mix(h[2], t[2], k2, k3);
+    h[3] = mix(h[3], t[3], k3, k0);
   }
 };
 

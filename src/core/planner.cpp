@@ -88,16 +88,20 @@ std::unordered_set<const value_state*> values_needed_on_host(const std::vector<c
   std::unordered_map<int, int> stage_of;  // node -> stage
   for (std::size_t s = 0; s < stages.size(); ++s)
     for (int c : stages[s].calls) stage_of[c] = static_cast<int>(s);
+  // The node writing each value: results, and the versions mut calls make
+  // of the caller's objects (no `producer` of their own).
+  std::unordered_map<const value_state*, int> writer;
+  for (std::size_t i = 0; i < nodes.size(); ++i)
+    if (live[i]) nodes[i].for_each_output([&](const value_ptr& v) { writer[v.get()] = static_cast<int>(i); });
   std::unordered_set<const value_state*> superseded, needed;
   for (std::size_t i = 0; i < nodes.size(); ++i) {
     if (!live[i]) continue;
     for (const auto& a : nodes[i].args) {
       if (a.role == arg_role::mut) superseded.insert(a.value.get());
-      // Read by a later stage: its producer's stage must write it back.
-      if (a.role != arg_role::out && a.value->producer >= 0) {
-        auto it = stage_of.find(a.value->producer);
-        if (it != stage_of.end() && it->second != stage_of[static_cast<int>(i)]) needed.insert(a.value.get());
-      }
+      // Read by a later stage: its writer's stage must write it back.
+      if (a.role == arg_role::out) continue;
+      if (auto w = writer.find(a.value.get()); w != writer.end() && stage_of[w->second] != stage_of[static_cast<int>(i)])
+        needed.insert(a.value.get());
     }
     for (const auto& v : nodes[i].scalars) needed.insert(v.get());
   }
@@ -184,9 +188,11 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
     }
     return true;
   };
+  std::unordered_set<int> placeholders;  // buffers standing for own values' copies: never reused
   auto take_for = [&](const stage_value& v) {
     if (!own.count(v.v)) return take(v.v->shape.unit_bytes());
     L.buffer_unit_bytes.push_back(0);
+    placeholders.insert(static_cast<int>(L.buffer_unit_bytes.size() - 1));
     return static_cast<int>(L.buffer_unit_bytes.size() - 1);
   };
   for (auto& v : L.values)
@@ -214,7 +220,8 @@ stage_layout layout_stage(const stage& s, const std::vector<call_node>& nodes, p
     }
     for (int i : dying[p]) {
       const auto& v = L.values[static_cast<std::size_t>(i)];
-      if (v.buffer >= 0 && !handed_over.count(i) && !own.count(v.v)) free_buffers[v.v->shape.unit_bytes()].push_back(v.buffer);
+      if (v.buffer >= 0 && !handed_over.count(i) && !placeholders.count(v.buffer))
+        free_buffers[v.v->shape.unit_bytes()].push_back(v.buffer);
     }
   }
 

@@ -70,6 +70,7 @@ residency::entry& residency::add(value_ptr v, device_buffer copy, const region& 
   e->copy = std::move(copy);
   e->host = host;
   e->host_valid = host_valid;
+  if (host_valid) e->print = fingerprint_of(host);
   entry& ref = *e;
   entries_[ref.value.get()] = std::move(e);
   return ref;
@@ -95,6 +96,7 @@ void residency::write_back(entry& e) {
   dev_.copy_to_host_async(e.host, in_copy(e, e.host), s.id());
   dev_.synchronize(s.id());
   e.host_valid = true;
+  e.print = fingerprint_of(e.host);
 }
 
 void residency::release_pinned() {
@@ -116,6 +118,7 @@ void residency::rekey(const value_state* from, value_ptr to) {
   pinned_.erase(from);
   e->value = std::move(to);
   e->host_valid = true;
+  e->print = fingerprint_of(e->host);
   entries_[e->value.get()] = std::move(e);
 }
 
@@ -142,7 +145,10 @@ void residency::forget(const region& host) noexcept {
 void residency::retire(entry& e) noexcept {
   if (!e.host_valid || !e.host.data || e.host.bytes() == 0 || !e.copy.data()) return;
   forget(e.host);
-  kept_.push_back({std::move(e.copy), e.host, fingerprint_of(e.host)});
+  // The fingerprint of when the host held the copy's bytes: a stage that
+  // wrote the storage since (on the host, or another device) leaves the
+  // copy stale, and adopt() finds it so.
+  kept_.push_back({std::move(e.copy), e.host, e.print});
 }
 
 void residency::end_evaluation() noexcept {

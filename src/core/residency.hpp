@@ -35,6 +35,7 @@ class residency {
     device_buffer copy;
     region host;          // the value's whole host storage (the copy has its layout)
     bool host_valid = false;  // the host storage holds the value too
+    fingerprint print;        // of the host storage when it was last found to hold the copy's bytes
   };
 
   /// Becomes the device's out-of-memory handler (evict()).

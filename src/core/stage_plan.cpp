@@ -169,7 +169,9 @@ stage_plan plan_with(const stage& s, const std::vector<call_node>& nodes,
         own.insert(sv.v);
         continue;
       }
-      const std::size_t bytes = residency::span(host);
+      // As the device allocates it: its slots get what the copies leave.
+      const std::size_t grain = std::max<std::size_t>(dev.allocation_granularity(), 1);
+      const std::size_t bytes = (residency::span(host) + grain - 1) / grain * grain;
       if (!new_copies || bytes == 0 || bytes > room) continue;
       room -= bytes;
       p.whole[k] = 1;
