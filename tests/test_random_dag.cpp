@@ -35,6 +35,7 @@
 #include <oa/annotations/stl.hpp>
 #include <oa/oa.hpp>
 
+#include "random_programs.hpp"
 #include "support.hpp"
 #include "user_library/vecmath.hpp"
 #include "user_library/vecmath_oa.hpp"
@@ -514,40 +515,14 @@ struct lazy_run {
 
 // ---- comparison -----------------------------------------------------------------------------
 
-/// Where `got` differs from `want` by more than `bound` allows (a scan's
-/// prefix sums of magnitudes; exact where empty); empty when they agree.
-template <class V>
-std::string difference(const std::string& name, const V& got, const V& want, const real_vec& bound = {}) {
-  if (got.size() != want.size())
-    return name + " has " + std::to_string(got.size()) + " elements, want " + std::to_string(want.size());
-  std::size_t wrong = 0, first = 0;
-  for (std::size_t i = got.size(); i-- > 0;) {
-    const bool same = bound.empty() ? got[i] == want[i]
-                                    : std::abs(double(got[i] - want[i])) <= 1e-11 * bound[i] + 1e-300;
-    if (!same) ++wrong, first = i;
-  }
-  if (wrong == 0) return {};
-  std::ostringstream o;
-  o.precision(17);
-  o << name << "[" << first << "] = " << got[first] << ", want " << want[first] << " (" << wrong << " of "
-    << got.size() << " elements differ)";
-  return o.str();
-}
-
-std::string difference(const std::string& name, double got, double want, double bound) {
-  if (std::abs(got - want) <= 1e-11 * bound + std::numeric_limits<double>::min()) return {};
-  std::ostringstream o;
-  o.precision(17);
-  o << name << " = " << got << ", want " << want << " (sum of magnitudes " << bound << ")";
-  return o.str();
-}
+using oa_random::difference;
 
 /// What step `s` makes visible: the value asked for, or everything after an evaluation.
 std::string difference(const program& p, const step& s, lazy_run& got, const reference& want) {
   std::string d;
   const auto real = [&](std::size_t t) {
     if (d.empty() && got.real_slots[t].valid())
-      d = difference("t" + std::to_string(t), got.real_slots[t].get(), want.real_slots[t], want.scan_bounds[t]);
+      d = difference("t" + std::to_string(t), got.real_slots[t].get(), want.real_slots[t], want.scan_bounds[t], 1e-11);
   };
   const auto integer = [&](std::size_t t) {
     if (d.empty() && got.int_slots[t].valid())
@@ -555,7 +530,7 @@ std::string difference(const program& p, const step& s, lazy_run& got, const ref
   };
   const auto real_scalar = [&](std::size_t t) {
     if (d.empty() && got.real_scalars[t].valid())
-      d = difference("d" + std::to_string(t), got.real_scalars[t].get(), want.real_scalars[t], want.bounds[t]);
+      d = difference("d" + std::to_string(t), got.real_scalars[t].get(), want.real_scalars[t], want.bounds[t], 1e-11);
   };
   const auto int_scalar = [&](std::size_t t) {
     if (d.empty() && got.int_scalars[t].valid() && got.int_scalars[t].get() != want.int_scalars[t])
@@ -603,21 +578,7 @@ std::string run(const program& p, const oa::config& c, tally* seen = nullptr) {
   std::string out;
   {
     lazy_run got(p);
-    std::vector<step> steps = p.steps;
-    steps.push_back({.what = op::evaluate});  // the final comparison
-    for (std::size_t i = 0; i < steps.size() && out.empty(); ++i) {
-      std::string d;
-      try {
-        want.apply(steps[i]);
-        got.apply(steps[i]);
-        d = difference(p, steps[i], got, want);
-      } catch (const std::exception& e) {
-        d = std::string("threw: ") + e.what();
-      }
-      if (d.empty()) continue;
-      out = i == p.steps.size() ? "at the end: " + d
-                                : "after step " + std::to_string(i) + " (" + p.text(steps[i]) + "): " + d;
-    }
+    out = oa_random::first_difference(p, step{.what = op::evaluate}, want, got);  // then the final comparison
   }
   if (seen) *seen = count(oa::reports());
   return out;
@@ -640,38 +601,27 @@ bool well_formed(const program& p) {
 /// A program failing under `c` made as small as it still fails: steps
 /// dropped one at a time, then shorter vectors (each length group cut alike).
 program shrink(program p, const oa::config& c) {
-  const auto fails = [&](const program& q) { return well_formed(q) && !run(q, c).empty(); };
-  for (bool smaller = true; smaller;) {
-    smaller = false;
-    for (std::size_t i = p.steps.size(); i-- > 0;) {
-      program q = p;
-      q.steps.erase(q.steps.begin() + static_cast<std::ptrdiff_t>(i));
-      if (fails(q)) p = std::move(q), smaller = true;
-    }
-    for (std::size_t divisor : {64, 16, 4, 2}) {
-      program q = p;
-      for (std::size_t& n : q.lengths) n = std::max<std::size_t>(1, n / divisor);
-      const auto cut = [&](auto& v) {
-        const auto at = std::find(p.lengths.begin(), p.lengths.end(), v.size());
-        if (at != p.lengths.end()) v.resize(q.lengths[static_cast<std::size_t>(at - p.lengths.begin())]);
-      };
-      for (auto& v : q.reals) cut(v);
-      for (auto& v : q.ints) cut(v);
-      if (fails(q)) {
-        p = std::move(q), smaller = true;
-        break;
-      }
-    }
-  }
-  return p;
+  return oa_random::shrink(
+      std::move(p), [&](const program& q) { return well_formed(q) && !run(q, c).empty(); },
+      [](const program& p) {
+        std::vector<program> out;
+        for (std::size_t divisor : {64, 16, 4, 2}) {
+          program& q = out.emplace_back(p);
+          for (std::size_t& n : q.lengths) n = std::max<std::size_t>(1, n / divisor);
+          const auto cut = [&](auto& v) {
+            const auto at = std::find(p.lengths.begin(), p.lengths.end(), v.size());
+            if (at != p.lengths.end()) v.resize(q.lengths[static_cast<std::size_t>(at - p.lengths.begin())]);
+          };
+          for (auto& v : q.reals) cut(v);
+          for (auto& v : q.ints) cut(v);
+        }
+        return out;
+      });
 }
 
 // ---- configurations -----------------------------------------------------------------------
 
-struct configuration {
-  std::string name;
-  oa::config c;
-};
+using oa_random::configuration;
 
 std::vector<configuration> configurations() {
   using C = oa::config;
@@ -693,10 +643,7 @@ std::vector<configuration> configurations() {
   return out;
 }
 
-std::uint64_t from_environment(const char* name, std::uint64_t fallback) {
-  const char* s = std::getenv(name);
-  return s && *s ? std::strtoull(s, nullptr, 10) : fallback;
-}
+using oa_random::from_environment;
 
 }  // namespace
 

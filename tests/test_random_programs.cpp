@@ -33,6 +33,7 @@
 #include <oa/annotations/stl.hpp>
 #include <oa/oa.hpp>
 
+#include "random_programs.hpp"
 #include "support.hpp"
 #include "user_library/vecmath.hpp"
 #include "user_library/vecmath_oa.hpp"
@@ -389,29 +390,7 @@ struct lazy_run {
 
 // ---- comparison -----------------------------------------------------------------------------
 
-/// Where `got` differs from `want`; empty when they are equal.
-std::string difference(const std::string& name, const vec& got, const vec& want) {
-  if (got.size() != want.size())
-    return name + " has " + std::to_string(got.size()) + " elements, want " + std::to_string(want.size());
-  std::size_t wrong = 0, first = 0;
-  for (std::size_t i = got.size(); i-- > 0;)
-    if (got[i] != want[i]) ++wrong, first = i;
-  if (wrong == 0) return {};
-  std::ostringstream o;
-  o.precision(17);
-  o << name << "[" << first << "] = " << got[first] << ", want " << want[first] << " (" << wrong << " of "
-    << got.size() << " elements differ)";
-  return o.str();
-}
-
-/// The same for a sum, within what reordering its terms may change.
-std::string difference(const std::string& name, double got, double want, double bound) {
-  if (std::abs(got - want) <= 1e-12 * bound + std::numeric_limits<double>::min()) return {};
-  std::ostringstream o;
-  o.precision(17);
-  o << name << " = " << got << ", want " << want << " (sum of |a_i b_i| " << bound << ")";
-  return o.str();
-}
+using oa_random::difference;
 
 /// What step `s` makes visible: the value asked for, or everything after an evaluation.
 std::string difference(const program& p, const step& s, lazy_run& got, const reference& want) {
@@ -422,7 +401,7 @@ std::string difference(const program& p, const step& s, lazy_run& got, const ref
   };
   const auto dot = [&](std::size_t t) {
     if (d.empty() && got.dots[t].valid())
-      d = difference("d" + std::to_string(t), got.dots[t].get(), want.dots[t], want.bounds[t]);
+      d = difference("d" + std::to_string(t), got.dots[t].get(), want.dots[t], want.bounds[t], 1e-12);
   };
   if (s.what == op::get_vector) vector(s.target);
   if (s.what == op::get_dot) dot(s.target);
@@ -440,22 +419,7 @@ std::string run(const program& p, const oa::config& c) {
   oa_test::config_scope scope(c);
   reference want(p);
   lazy_run got(p);
-  std::vector<step> steps = p.steps;
-  steps.push_back({.what = op::evaluate});  // the final comparison
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    std::string d;
-    try {
-      want.apply(steps[i]);
-      got.apply(steps[i]);
-      d = difference(p, steps[i], got, want);
-    } catch (const std::exception& e) {
-      d = std::string("threw: ") + e.what();
-    }
-    if (d.empty()) continue;
-    if (i == p.steps.size()) return "at the end: " + d;
-    return "after step " + std::to_string(i) + " (" + p.text(steps[i]) + "): " + d;
-  }
-  return {};
+  return oa_random::first_difference(p, step{.what = op::evaluate}, want, got);  // then the final comparison
 }
 
 /// Whether every step reads only lazy slots written before it, and pokes within n.
@@ -477,34 +441,23 @@ bool well_formed(const program& p) {
 /// A program failing under `c` made as small as it still fails: steps
 /// dropped one at a time, then fewer elements.
 program shrink(program p, const oa::config& c) {
-  const auto fails = [&](const program& q) { return well_formed(q) && !run(q, c).empty(); };
-  for (bool smaller = true; smaller;) {
-    smaller = false;
-    for (std::size_t i = p.steps.size(); i-- > 0;) {
-      program q = p;
-      q.steps.erase(q.steps.begin() + static_cast<std::ptrdiff_t>(i));
-      if (fails(q)) p = std::move(q), smaller = true;
-    }
-    for (std::size_t n : {1, 2, 7, 255, 4097}) {
-      if (n >= p.n) break;
-      program q = p;
-      q.n = n;
-      for (vec& u : q.users) u.resize(n);
-      if (fails(q)) {
-        p = std::move(q), smaller = true;
-        break;
-      }
-    }
-  }
-  return p;
+  return oa_random::shrink(
+      std::move(p), [&](const program& q) { return well_formed(q) && !run(q, c).empty(); },
+      [](const program& p) {
+        std::vector<program> out;
+        for (std::size_t n : {1, 2, 7, 255, 4097}) {
+          if (n >= p.n) break;
+          program& q = out.emplace_back(p);
+          q.n = n;
+          for (vec& u : q.users) u.resize(n);
+        }
+        return out;
+      });
 }
 
 // ---- configurations -----------------------------------------------------------------------
 
-struct configuration {
-  std::string name;
-  oa::config c;
-};
+using oa_random::configuration;
 
 std::vector<configuration> configurations() {
   using C = oa::config;
@@ -545,10 +498,7 @@ std::vector<configuration> configurations() {
   return out;
 }
 
-std::uint64_t from_environment(const char* name, std::uint64_t fallback) {
-  const char* s = std::getenv(name);
-  return s && *s ? std::strtoull(s, nullptr, 10) : fallback;
-}
+using oa_random::from_environment;
 
 }  // namespace
 
