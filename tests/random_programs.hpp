@@ -21,6 +21,19 @@
 
 namespace oa_random {
 
+/// Built with AddressSanitizer or ThreadSanitizer: fewer programs by default.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+inline constexpr bool sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
+inline constexpr bool sanitized = true;
+#else
+inline constexpr bool sanitized = false;
+#endif
+#else
+inline constexpr bool sanitized = false;
+#endif
+
 struct configuration {
   std::string name;
   oa::config c;

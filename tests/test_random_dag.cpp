@@ -40,31 +40,18 @@
 #include "user_library/vecmath.hpp"
 #include "user_library/vecmath_oa.hpp"
 
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-#define OA_RANDOM_DAG_SANITIZED 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-#define OA_RANDOM_DAG_SANITIZED 1
-#endif
-#endif
-
 namespace {
 
 using real_vec = std::vector<double>;
 using int_vec = std::vector<std::int64_t>;
 constexpr std::size_t none = SIZE_MAX;
 
-#ifdef OA_RANDOM_DAG_SANITIZED
-// The emulated device's kernels run far slower: smaller data, a slower link
-// (so the link still bounds the stages, as the scheduler's model needs).
+// Under a sanitizer the emulated device's kernels run far slower: fewer
+// programs, and a slower link (so that the link still bounds the stages,
+// as the scheduler's model needs).
 constexpr std::size_t base_length = 70000;
-constexpr double link_gbps = 0.025;
-constexpr std::uint64_t default_programs = 8;
-#else
-constexpr std::size_t base_length = 70000;
-constexpr double link_gbps = 0.25;
-constexpr std::uint64_t default_programs = 40;
-#endif
+constexpr double link_gbps = oa_random::sanitized ? 0.025 : 0.25;
+constexpr std::uint64_t default_programs = oa_random::sanitized ? 8 : 40;
 constexpr std::size_t budget = std::size_t{1} << 20;
 
 struct halve {

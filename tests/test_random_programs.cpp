@@ -503,7 +503,7 @@ using oa_random::from_environment;
 }  // namespace
 
 TEST_CASE("random programs: every configuration computes what the plain functions compute") {
-  const std::uint64_t programs = from_environment("OA_RANDOM_PROGRAMS", 60);
+  const std::uint64_t programs = from_environment("OA_RANDOM_PROGRAMS", oa_random::sanitized ? 15 : 60);
   const std::uint64_t first_seed = from_environment("OA_RANDOM_SEED", 1);
   const char* only = std::getenv("OA_RANDOM_CONFIG");
   const std::vector<configuration> configs = configurations();

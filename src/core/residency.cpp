@@ -163,13 +163,17 @@ residency::entry* residency::adopt(const value_ptr& v) {
   const region host = whole_region(*v);
   for (auto it = kept_.begin(); it != kept_.end(); ++it) {
     if (!same(it->host, host)) continue;
-    if (fingerprint_of(host) != it->print) {
+    const fingerprint now = fingerprint_of(host);
+    if (now != it->print) {
       kept_.erase(it);  // the program wrote the storage since
       return nullptr;
     }
     device_buffer copy = std::move(it->copy);
     kept_.erase(it);
-    return &add(v, std::move(copy), host, true);
+    entry& e = add(v, std::move(copy), host, false);
+    e.host_valid = true;
+    e.print = now;  // just taken: not again
+    return &e;
   }
   return nullptr;
 }
