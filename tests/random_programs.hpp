@@ -12,6 +12,8 @@
 #include <exception>
 #include <limits>
 #include <oa/oa.hpp>
+#include <ostream>
+#include <random>
 #include <sstream>
 #include <string>
 #include <utility>
@@ -33,6 +35,20 @@ inline constexpr bool sanitized = false;
 #else
 inline constexpr bool sanitized = false;
 #endif
+
+/// The seeded choices of a program generator.
+struct dice {
+  explicit dice(std::uint64_t seed) : g(seed) {}
+  std::mt19937_64 g;
+  std::size_t below(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(g); }
+  bool chance(std::size_t percent) { return below(100) < percent; }
+};
+
+/// A program's steps, one a line, numbered.
+template <class P>
+void list_steps(std::ostream& o, const P& p) {
+  for (std::size_t i = 0; i < p.steps.size(); ++i) o << "  " << i << ": " << p.text(p.steps[i]) << "\n";
+}
 
 struct configuration {
   std::string name;

@@ -133,16 +133,16 @@ struct program {
     o << "; integers i0-i" << ints.size() - 1 << " of lengths";
     for (const auto& v : ints) o << " " << v.size();
     o << ":\n";
-    for (std::size_t i = 0; i < steps.size(); ++i) o << "  " << i << ": " << text(steps[i]) << "\n";
+    oa_random::list_steps(o, *this);
     return o.str();
   }
 };
 
 // ---- generation -----------------------------------------------------------------------------
 
-class generator {
+class generator : oa_random::dice {
  public:
-  explicit generator(std::uint64_t seed) : g_(seed) { p_.seed = seed; }
+  explicit generator(std::uint64_t seed) : dice(seed) { p_.seed = seed; }
 
   program make() {
     // Lengths of 1-2.5 times the base, none equal: each group its own
@@ -160,7 +160,7 @@ class generator {
     for (std::size_t k = 0; k < groups; ++k)
       for (int j = 0; j < 2; ++j) {
         real_vec u(p_.lengths[k]);
-        for (double& x : u) x = value(g_);
+        for (double& x : u) x = value(g);
         if (j == 1 && chance(30)) u = p_.reals.back();
         p_.reals.push_back(std::move(u));
         real_group_.push_back(k);
@@ -168,7 +168,7 @@ class generator {
     for (std::size_t j = 0; j < 2; ++j) {
       const std::size_t k = below(groups);
       int_vec v(p_.lengths[k]);
-      for (auto& x : v) x = integer(g_);
+      for (auto& x : v) x = integer(g);
       p_.ints.push_back(std::move(v));
       int_group_.push_back(k);
     }
@@ -200,8 +200,6 @@ class generator {
   }
 
  private:
-  std::size_t below(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(g_); }
-  bool chance(std::size_t percent) { return below(100) < percent; }
 
   std::size_t group(const vref& r) const {
     if (!r.lazy) return r.integer ? int_group_[r.i] : real_group_[r.i];
@@ -314,7 +312,6 @@ class generator {
     push(s);
   }
 
-  std::mt19937_64 g_;
   program p_;
   std::vector<std::size_t> real_group_, int_group_, real_slot_group_, int_slot_group_;
   std::vector<vref> vectors_;  // lazy slots written

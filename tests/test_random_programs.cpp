@@ -141,16 +141,16 @@ struct program {
   std::string text() const {
     std::ostringstream o;
     o << "seed " << seed << ", n = " << n << ", user vectors u0-u" << users.size() - 1 << ":\n";
-    for (std::size_t i = 0; i < steps.size(); ++i) o << "  " << i << ": " << text(steps[i]) << "\n";
+    oa_random::list_steps(o, *this);
     return o.str();
   }
 };
 
 // ---- generation -----------------------------------------------------------------------------
 
-class generator {
+class generator : oa_random::dice {
  public:
-  explicit generator(std::uint64_t seed) : g_(seed) { p_.seed = seed; }
+  explicit generator(std::uint64_t seed) : dice(seed) { p_.seed = seed; }
 
   program make() {
     static constexpr std::size_t sizes[] = {1, 2, 7, 255, 1000, 4096, 4097, 30011, 100003};
@@ -159,7 +159,7 @@ class generator {
     std::uniform_real_distribution<double> value(-1, 1);
     for (vec& u : p_.users) {
       u.resize(p_.n);
-      for (double& x : u) x = value(g_);
+      for (double& x : u) x = value(g);
     }
     read_.assign(p_.users.size(), false);
     written_.assign(p_.users.size(), false);
@@ -188,8 +188,6 @@ class generator {
   }
 
  private:
-  std::size_t below(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(g_); }
-  bool chance(std::size_t percent) { return below(100) < percent; }
   std::size_t user() { return below(p_.users.size()); }
   /// One of the user vectors `marked`, or none.
   std::size_t one_of(const std::vector<bool>& marked) {
@@ -270,7 +268,6 @@ class generator {
     reduce(a);
   }
 
-  std::mt19937_64 g_;
   program p_;
   std::vector<bool> read_, written_;  // user vectors read, updated since the last evaluation
 };
