@@ -14,6 +14,10 @@
 #   bench/gpu_check.sh --phase node       the node's devices at once: the multi-kernel set (serial against
 #                                         oa), a host stage beside a GPU stage in a trace, placement by cost
 #                                         from 2^10 to 2^24, several GPUs when there are
+#   bench/gpu_check.sh --phase bars       the GPU bars in one short command (about 6 min on an H100 node):
+#                                         the quick probe, bandwidth, Black-Scholes at 8x the budget from
+#                                         pageable and pinned arrays, DGEMM n=16384 at 4x and 16x against
+#                                         in-core cuBLAS, a traced 2x run for oa-sim, the multi-kernel set
 #   bench/gpu_check.sh --summary DIR      only the summary of results folder D (no GPU needed)
 # Options of the phases: --build DIR (default build/gpu), --time-limit S (a phase stops starting steps that
 # would not end within S seconds of its start; default 540 for each phase
@@ -113,15 +117,25 @@ def records(path):
                     pass
     return out
 
-peak = None
+peak = d2h_peak = both_peak = None
 for r in records(bandwidth_path):  # the last measurement wins
-    peak = r.get("results", {}).get("h2d_pinned", {}).get("best_gbps", peak)
+    res = r.get("results", {})
+    peak = res.get("h2d_pinned", {}).get("best_gbps", peak)
+    d2h_peak = res.get("d2h_pinned", {}).get("best_gbps", d2h_peak)
+    both_peak = res.get("bidirectional_pinned", {}).get("best_gbps", both_peak)
+
+def link_seconds(r):
+    """The least time the pinned link needs for the bytes a run moved (each direction, and both at once)."""
+    if not (peak and d2h_peak and both_peak):
+        return None
+    h, d = r.get("h2d_bytes") or 0, r.get("d2h_bytes") or 0
+    return max(h / peak, d / d2h_peak, (h + d) / both_peak) / 1e9
 
 def by_size(path):
-    runs = {}  # (workload, elements) -> mode -> record; later records replace earlier ones
+    runs = {}  # (workload, elements, host memory) -> mode -> record; later records replace earlier ones
     for r in records(path):
-        if r["workload"] != "gemm":
-            runs.setdefault((r["workload"], r["elements"]), {})[r["mode"]] = r
+        if r["workload"] in ("blackscholes", "haversine"):
+            runs.setdefault((r["workload"], r["elements"], r.get("host_memory", "pageable")), {})[r["mode"]] = r
     return runs
 
 def ok(r):
@@ -148,13 +162,13 @@ runs = by_size(bench_path)
 # Single-threaded plain Eigen streams through the arrays: its time grows
 # linearly with the elements, so one measured size gives the others.
 cpu_rate = {}
-for (workload, elements), modes in sorted(runs.items()):
+for (workload, elements, _), modes in sorted(runs.items()):
     if ok(modes.get("cpu")):
         cpu_rate[workload] = (modes["cpu"]["seconds"] / elements, elements)
 
 rows = []
 scaled = False
-for (workload, elements), modes in sorted(runs.items()):
+for (workload, elements, memory), modes in sorted(runs.items()):
     oa = modes.get("oa")
     any_rec = next(iter(modes.values()))
     cpu = modes.get("cpu")
@@ -163,8 +177,10 @@ for (workload, elements), modes in sorted(runs.items()):
         cpu_seconds, mark = cpu_rate[workload][0] * elements, "~"
         cpu_text, scaled = "~%.3f" % cpu_seconds, True
     seq = modes.get("sequential")
-    overlap = h2d = share = "-"
+    overlap = h2d = share = wall = "-"
     if ok(oa):
+        if peak and oa.get("h2d_bytes"):
+            wall = "%.0f%%" % (100 * oa["h2d_bytes"] / oa["seconds"] / 1e9 / peak)
         if oa.get("overlap_efficiency") is not None:
             overlap = "%.2f" % oa["overlap_efficiency"]
         if oa.get("h2d_seconds"):
@@ -172,26 +188,34 @@ for (workload, elements), modes in sorted(runs.items()):
             h2d = "%.2f" % gbps
             if peak:
                 share = "%.0f%%" % (100 * gbps / peak)
-    rows.append([workload, str(elements), "%.3gx" % (any_rec["data_bytes"] / budget), cpu_text, secs(seq),
+    rows.append([workload, str(elements), "%.3gx" % (any_rec["data_bytes"] / budget), memory, cpu_text, secs(seq),
                  secs(modes.get("whole")), secs(oa), overlap, ratio(oa, cpu_seconds, mark),
-                 ratio(oa, seq["seconds"] if ok(seq) else None), h2d, share])
-table(["workload", "elements", "data/budget", "cpu s", "sequential s", "whole s", "oa s", "oa overlap",
-       "oa vs cpu", "oa vs seq", "oa h2d GB/s", "of pinned peak"], rows)
+                 ratio(oa, seq["seconds"] if ok(seq) else None), h2d, share, wall])
+table(["workload", "elements", "data/budget", "host memory", "cpu s", "sequential s", "whole s", "oa s",
+       "oa overlap", "oa vs cpu", "oa vs seq", "oa h2d GB/s", "of pinned peak", "h2d/wall of peak"], rows)
+print("of pinned peak: oa's copy-in rate while its engine was busy; h2d/wall of peak: the bytes oa copied in"
+      " over its wall time, against the peak (the link-rate bar)")
 if scaled:
     print("~: cpu seconds scaled from the cpu run at " +
           ", ".join("%s %d elements" % (w, e) for w, (_, e) in sorted(cpu_rate.items())))
 print("pinned host-to-device peak (oa-bandwidth, best): " + ("%.2f GB/s" % peak if peak else "not measured"))
 
-gemm = {}  # (type, n, budget) -> mode -> record
+gemm = {}  # (type, n, budget) -> mode -> record; the in-core modes (the same at every budget) under each
+incore = {}  # (type, n) -> mode -> record: cublas, cublasxt, nvblas
 for r in records(bench_path):
     if r["workload"] == "gemm":
-        key = (r["type"], r["n"])
-        gemm.setdefault(key, {})[r["mode"]] = r
+        if r["mode"] in ("cublas", "cublasxt", "nvblas"):
+            incore.setdefault((r["type"], r["n"]), {})[r["mode"]] = r
+        else:
+            gemm.setdefault((r["type"], r["n"], r.get("device_memory_budget")), {})[r["mode"]] = r
+for (kind, n, _), modes in gemm.items():
+    for mode, r in incore.get((kind, n), {}).items():
+        modes.setdefault(mode, r)
 if gemm:
     print()
     print("out-of-core GEMM (C = A B): oa against in-core cuBLAS (the ceiling) and cuBLASXt, same matrices")
     rows = []
-    for (kind, n), modes in sorted(gemm.items()):
+    for (kind, n, _), modes in sorted(gemm.items()):
         oa, cb, xt, nv = modes.get("oa"), modes.get("cublas"), modes.get("cublasxt"), modes.get("nvblas")
         gf = lambda r: "%.0f" % r["gflops"] if ok(r) else "failed" if r else "-"
         share = lambda a, b: "%.0f%%" % (100 * a["gflops"] / b["gflops"]) if ok(a) and ok(b) else "-"
@@ -202,14 +226,27 @@ if gemm:
                      "%.1e" % oa["max_rel_error"] if ok(oa) and oa.get("max_rel_error") is not None else "-"])
     table(["type", "n", "operands/budget", "sequential GFLOP/s", "oa GFLOP/s", "cublas GFLOP/s", "oa/cublas",
            "cublasxt GFLOP/s", "oa/cublasxt", "nvblas GFLOP/s", "moved/LB", "overlap", "max_rel_error"], rows)
+    rows = []
+    for (kind, n, _), modes in sorted(gemm.items()):
+        oa, cb = modes.get("oa"), modes.get("cublas")
+        if not ok(oa):
+            continue
+        link = link_seconds(oa)
+        bound = max(link or 0, cb["seconds"] if ok(cb) else 0)
+        rows.append([kind, str(n), "%.1fx" % (oa["data_bytes"] / oa["device_memory_budget"]), "%.3f" % oa["seconds"],
+                     "%.3f" % link if link else "-", "%.3f" % cb["seconds"] if ok(cb) else "-",
+                     "%.0f%%" % (100 * bound / oa["seconds"]) if bound else "-"])
+    print()
+    print("oa's GEMM against its bound: the pinned link for the bytes oa moved, or in-core cuBLAS, the longer")
+    table(["type", "n", "operands/budget", "oa s", "link s", "cublas s", "bound/oa"], rows)
 
 staging_runs = by_size(staging_path)
 if staging_runs:
     print()
     print("host memory: staging through pinned buffers (the default) against registering the arrays (OA_CUDA_STAGING=register)")
     rows = []
-    for (workload, elements), modes in sorted(staging_runs.items()):
-        staged = runs.get((workload, elements), {}).get("oa")
+    for (workload, elements, memory), modes in sorted(staging_runs.items()):
+        staged = runs.get((workload, elements, memory), {}).get("oa")
         registered = modes.get("oa")
         rows.append([workload, str(elements), secs(staged), secs(registered),
                      ratio(staged, registered["seconds"] if ok(registered) else None)])
@@ -243,7 +280,7 @@ PY
 }
 
 usage() {
-  echo "usage: $0 [--phase all|probe|build-test|bench|gemm|node] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
+  echo "usage: $0 [--phase all|probe|build-test|bench|gemm|node|bars] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
     "[--sizes LIST]" >&2
   echo "       $0 --summary RESULTS_DIR" >&2
   exit 2
@@ -261,7 +298,7 @@ while (($#)); do
       exit 0
       ;;
     --phase)
-      [[ $# -ge 2 && "$2" =~ ^(all|probe|build-test|bench|gemm|node)$ ]] || usage
+      [[ $# -ge 2 && "$2" =~ ^(all|probe|build-test|bench|gemm|node|bars)$ ]] || usage
       phase=$2
       shift 2
       ;;
@@ -339,7 +376,8 @@ skip() {
 # step NAME LOG COMMAND...: runs the command within the phase's time left,
 # its output shown and saved to raw/LOG.log; a failure is recorded and the
 # script goes on. NEED=S in the environment: the seconds the step is
-# expected to take; it is not started when fewer are left.
+# expected to take; it is not started when fewer are left. MAX=S: the step
+# is stopped after S seconds (a hang costs one step, not the phase).
 step() {
   local name=$1 log=$raw/$2.log rc=0 t0=$SECONDS limit=()
   shift 2
@@ -352,6 +390,9 @@ step() {
     fi
     limit=(timeout -k 10 "$left")
   fi
+  if [[ -n "${MAX:-}" ]] && { ((!deadline)) || ((MAX < deadline - SECONDS)); }; then
+    limit=(timeout -k 10 "$MAX")
+  fi
   echo
   echo "== $name"
   echo "\$ $*"
@@ -360,7 +401,7 @@ step() {
   last_rc=$rc
   if ((rc == 0)); then
     record passed "$took" "$name"
-  elif ((deadline && (rc == 124 || rc == 137))); then
+  elif (((deadline || ${MAX:-0}) && (rc == 124 || rc == 137))); then
     echo "gpu_check: FAILED: $name was stopped by the phase's time limit after $took s"
     failures+=("$name (stopped by the time limit)")
     record "timeout" "$took" "$name"
@@ -400,7 +441,7 @@ fi
 
 # --- phase probe: bench/staging_probe.cu, compiled by nvcc alone (no oa build) ---
 # It writes staging_probe.json; without a GPU it is compiled, not run.
-if [[ $phase == all || $phase == probe ]]; then
+if [[ $phase == all || $phase == probe || $phase == bars ]]; then
   nvcc=$(command -v nvcc || true)
   [[ -z "$nvcc" && -x /usr/local/cuda/bin/nvcc ]] && nvcc=/usr/local/cuda/bin/nvcc
   probe_bin=$build/staging_probe
@@ -424,23 +465,32 @@ if [[ $phase == all || $phase == probe ]]; then
     skip "staging probe" "no GPU"
   else
     # Its own limit: 360 s, or less when the phase's time limit leaves less.
-    probe_seconds=360
+    probe_seconds=360 probe_quick=()
+    [[ $phase == bars ]] && probe_seconds=60 probe_quick=(--quick)
     if ((deadline)); then
       probe_seconds=$((deadline - SECONDS - 20))
       ((probe_seconds > 360)) && probe_seconds=360
+      [[ $phase == bars ]] && ((probe_seconds > 60)) && probe_seconds=60
       ((probe_seconds < 30)) && probe_seconds=30
     fi
-    NEED=90 step "staging probe (at most ${probe_seconds} s)" probe "$probe_bin" --json "$dir/staging_probe.json" \
-      --max-seconds "$probe_seconds"
+    NEED=60 MAX=$((probe_seconds + 60)) step "staging probe (at most ${probe_seconds} s)" probe "$probe_bin" \
+      --json "$dir/staging_probe.json" --max-seconds "$probe_seconds" "${probe_quick[@]}"
   fi
 fi
 
 # --- configure and build (every phase but probe: a no-op when the build is up to date) ---
 if [[ $phase != probe ]]; then
   NEED=10 step "dependencies" deps bash .ci/deps.sh
+  # On a GPU, code for that GPU alone (its own instructions, half the nvcc time);
+  # without one, the two architectures oa is measured on.
+  archs="80;90"
+  [[ -z "$no_gpu" ]] && archs=native
   NEED=60 step "configure" configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DOA_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;90"
-  if [[ $phase == bench || $phase == gemm || $phase == node ]]; then
+    -DOA_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs"
+  if [[ $phase == bars ]]; then
+    NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench \
+      oa-bandwidth
+  elif [[ $phase == bench || $phase == gemm || $phase == node ]]; then
     NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench \
       oa-bandwidth oa_example_eigen_gemm_offload
   else
@@ -586,6 +636,38 @@ if [[ $phase == all || $phase == bench ]]; then
   fi
 fi
 
+# --- phase bars: the GPU bars, each run once, in one short command ---
+if [[ $phase == bars ]]; then
+  if [[ -n "$no_gpu" ]]; then
+    skip "the GPU bars (bandwidth, Black-Scholes at 8x, DGEMM at 4x and 16x)" "no GPU"
+  elif needs "$build/bench/oa-bench" "oa-bench" && needs "$build/bench/oa-bandwidth" "bandwidth"; then
+    NEED=20 MAX=90 step "bandwidth" bandwidth "$build/bench/oa-bandwidth" --bytes 1GiB --repeat 10 \
+      --json "$dir/bandwidth.jsonl"
+    # Black-Scholes at 8x the budget: at least 0.9 of the pinned host-to-device
+    # peak from the pinned pool, 0.8 from pageable arrays.
+    n=$((8 * budget / bytes_per_element[blackscholes]))
+    for memory in pageable pinned; do
+      modes=oa
+      [[ $memory == pageable ]] && modes=sequential,oa
+      NEED=60 MAX=180 step "oa-bench blackscholes host-memory=$memory (data 8x budget, $n elements, $modes)" \
+        "bars-blackscholes-$memory-8x" "$build/bench/oa-bench" --workload blackscholes --elements "$n" --device cuda \
+        --device-memory "$budget_text" --host-memory "$memory" --verify --repeat "$bench_repeat" --mode "$modes" \
+        --json "$dir/bench.jsonl"
+    done
+    # DGEMM n=16384 (6 GiB of operands) at 4x and 16x the budget against in-core cuBLAS.
+    for gemm_budget in 1536MiB 384MiB; do
+      NEED=40 MAX=150 step "oa-bench gemm double n=16384 (budget $gemm_budget, oa and cublas)" "bars-gemm-$gemm_budget" \
+        "$build/bench/oa-bench" --workload gemm --n 16384 --type double --device cuda --device-memory "$gemm_budget" \
+        --mode oa,cublas --verify --repeat "$bench_repeat" --json "$dir/bench.jsonl"
+    done
+    # Every copy, kernel, fill, drain and prefault of a 2x run, for oa-sim.
+    n=$((2 * budget / bytes_per_element[blackscholes]))
+    NEED=30 MAX=120 step "oa-bench blackscholes traced (data 2x budget, $n elements)" bars-traced-2x \
+      env OA_TRACE="$raw/trace-blackscholes-2x.json" "$build/bench/oa-bench" --workload blackscholes \
+      --elements "$n" --device cuda --device-memory "$budget_text" --repeat 1 --mode oa
+  fi
+fi
+
 # --- phase gemm ---
 if [[ $phase == all || $phase == gemm ]]; then
   if [[ -n "$no_gpu" ]]; then
@@ -636,7 +718,7 @@ PY
 fi
 
 # --- phase node: every device of the node at once ---
-if [[ $phase == all || $phase == node ]]; then
+if [[ $phase == all || $phase == node || ($phase == bars && -z "$no_gpu") ]]; then
   if [[ -n "$no_gpu" ]]; then
     skip "multi-kernel set, trace, cost placement on the GPU" "no GPU"
   elif needs "$build/bench/oa-bench" "oa-bench"; then
@@ -645,7 +727,7 @@ if [[ $phase == all || $phase == node ]]; then
     for run in "16Mi 4GiB" "64Mi 256MiB"; do
       read -r n dag_budget <<<"$run"
       for w in dag-image dag-ensemble dag-union; do
-        NEED=60 step "oa-bench $w ($n elements, budget $dag_budget, serial and oa)" "dag-$w-$n" \
+        NEED=30 MAX=120 step "oa-bench $w ($n elements, budget $dag_budget, serial and oa)" "dag-$w-$n" \
           "$build/bench/oa-bench" --workload "$w" --elements "$n" --device cuda --device-memory "$dag_budget" \
           --repeat 3 --json "$dir/dag.jsonl"
       done
@@ -659,10 +741,14 @@ if [[ $phase == all || $phase == node ]]; then
       NEED=10 step "a host stage beside a GPU stage in the trace" trace-overlap \
         python3 bench/trace_overlap.py "$raw/trace-dag-ensemble.json"
     fi
-    NEED=180 step "placement by cost against host and GPU, 2^10 to 2^24 elements" cost-sweep \
-      bash bench/cost_sweep.sh "$dir" "$build/bench/oa-bench" cuda
+    if [[ $phase != bars ]]; then
+      NEED=180 step "placement by cost against host and GPU, 2^10 to 2^24 elements" cost-sweep \
+        bash bench/cost_sweep.sh "$dir" "$build/bench/oa-bench" cuda
+    fi
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
-    if ((gpus >= 2)); then
+    if [[ $phase == bars ]]; then
+      :  # the cost sweep and several GPUs: --phase node
+    elif ((gpus >= 2)); then
       n=$((8 * (1 << 30) / bytes_per_element[blackscholes]))
       for devices in cuda:0:memory=1GiB cuda:0:memory=1GiB,cuda:1:memory=1GiB; do
         NEED=60 step "oa-bench blackscholes on $devices (8x one budget)" "several-$(tr -c 'a-z0-9\n' _ <<<"$devices")" \
