@@ -6,6 +6,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -38,6 +39,7 @@ class thread_port final : public oa::detail::staging_port {
   }
 
   void wait_value(oa::stream_id s, const flag_word& w, std::uint32_t v) override {
+    submitted.emplace_back('w', v);
     at(s).push([&w, v](bool) {
       while (!oa::detail::reached(w.load(std::memory_order_acquire), v)) std::this_thread::yield();
     });
@@ -50,6 +52,7 @@ class thread_port final : public oa::detail::staging_port {
   }
   void dma(const region& dst, const region& src, oa::phase, oa::stream_id s) override {
     ++dmas;
+    submitted.emplace_back('d', 0);
     at(s).push([dst, src](bool failed) {
       if (!failed) oa::copy_region(dst, src);
     });
@@ -74,6 +77,8 @@ class thread_port final : public oa::detail::staging_port {
   }
 
   std::atomic<int> dmas{0};
+  /// What the engine asked of the streams, in order: ('w', value) a wait, ('d', 0) a DMA.
+  std::vector<std::pair<char, std::uint32_t>> submitted;
 
  private:
   struct stream {
@@ -282,6 +287,32 @@ TEST_CASE("staging: large drains into fresh pages are faulted in ahead, and byte
   CHECK(engine.stats().prefault_seconds > 0);
   engine_owner.reset();  // its faulting threads are done with the memory before it goes
   std::free(fresh);
+}
+
+TEST_CASE("staging: the pieces of one copy out cross the link without waiting for each other's drains") {
+  // Four pieces through four slots, first use of each: the stream waits for
+  // the slots' earlier drains (value 0) before each DMA and for this copy's
+  // drains (value 1) only after the last DMA, so the drains of one copy run
+  // on several threads at once. Waiting after each piece made them one at a
+  // time, each DMA after the previous piece's drain.
+  thread_port port(1);
+  staging_options o = small_slots(4, 4);
+  o.slot_bytes = 4096;
+  staging_engine engine(port, *std::pmr::new_delete_resource(), o);
+  std::vector<std::byte> device(4 * 4096), back(4 * 4096);
+  std::mt19937_64 g(13);
+  for (auto& b : device) b = static_cast<std::byte>(g());
+  engine.copy_out({back.data(), back.size(), 1, back.size()}, {device.data(), device.size(), 1, device.size()}, 0);
+  CHECK(port.synchronize(0) == nullptr);
+  CHECK(back == device);
+  std::size_t last_dma = 0, first_drain_wait = port.submitted.size();
+  for (std::size_t i = 0; i < port.submitted.size(); ++i) {
+    if (port.submitted[i].first == 'd') last_dma = i;
+    if (port.submitted[i] == std::pair<char, std::uint32_t>{'w', 1}) first_drain_wait = std::min(first_drain_wait, i);
+  }
+  CHECK(port.dmas == 4);
+  CHECK(std::count(port.submitted.begin(), port.submitted.end(), std::pair<char, std::uint32_t>{'w', 1}) == 4);
+  CHECK(last_dma < first_drain_wait);
 }
 
 TEST_CASE("staging: recorded spans account for every byte filled and drained, and none while off") {

@@ -267,6 +267,14 @@ void staging_engine::prefault(std::uintptr_t first, std::uintptr_t end, std::uin
   // the memory), faulting it in helps nobody.
   if (drained_.load(std::memory_order_acquire) >= last_drain) return;
   const auto t0 = std::chrono::steady_clock::now();
+  // Fresh pages as transparent huge pages where the system grants them on
+  // request (THP "madvise", the common default): one fault per 2 MiB,
+  // populated about twice as fast per thread (H100 node, staging probe:
+  // 3.5 against 1.7 GB/s) and freed ten times faster. Only the whole 2 MiB
+  // blocks inside the destination ask, so no byte outside it is committed.
+  constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
+  const std::uintptr_t huge_first = (first + huge - 1) / huge * huge, huge_end = end / huge * huge;
+  if (huge_end > huge_first) (void)madvise(reinterpret_cast<void*>(huge_first), huge_end - huge_first, MADV_HUGEPAGE);
   // Best effort: a kernel without MADV_POPULATE_WRITE leaves the faults to
   // the drain. Pages already there (written, or faulted in) are left as
   // they are: no byte changes.
@@ -289,23 +297,41 @@ void staging_engine::prefault_ahead(const region& dst, std::uint64_t last_drain)
 void staging_engine::copy_out(const region& dst, const region& src, stream_id s) {
   std::lock_guard lock(m_);
   forget_drained();
-  for_each_piece(src, dst, opt_.slot_bytes, [&](const region& d, const region& h) {
-    slot& sl = out_[next_out_++ % out_.size()];
-    const std::uint32_t use = ++sl.uses;
-    const region packed = h.packed_at(sl.data);
+  // The stream waits for the pieces' drains once, after the last DMA: a
+  // piece's DMA waits only for its own slot, so the drains of one copy run
+  // on several threads at once while later pieces cross the link.
+  std::vector<std::pair<slot*, std::uint32_t>> queued;
+  const auto wait_drained = [&] {
+    for (const auto& [sl, use] : queued) port_.wait_value(s, *sl->free, use);  // later work sees the host bytes
+  };
+  try {
+    for_each_piece(src, dst, opt_.slot_bytes, [&](const region& d, const region& h) {
+      slot& sl = out_[next_out_++ % out_.size()];
+      const std::uint32_t use = ++sl.uses;
+      const region packed = h.packed_at(sl.data);
+      try {
+        port_.wait_value(s, *sl.free, use - 1);  // the slot's previous drain is done
+        port_.dma(packed, d, phase::d2h, s);
+        port_.write_value(s, *sl.ready, use, sl.failed);
+      } catch (...) {
+        skip(*drainers_, sl, use);
+        throw;
+      }
+      drainers_->push([this, &sl, use, h, packed, s] { drain(sl, use, h, packed, s); });
+      draining_.push_back({h.data, end_of(h), &sl, use});
+      queued.emplace_back(&sl, use);
+      ++queued_drains_;
+    });
+  } catch (...) {
+    // The pieces queued before the failure still drain: the stream's later
+    // work (a synchronize before the caller frees anything) waits for them.
     try {
-      port_.wait_value(s, *sl.free, use - 1);  // the slot's previous drain is done
-      port_.dma(packed, d, phase::d2h, s);
-      port_.write_value(s, *sl.ready, use, sl.failed);
-      port_.wait_value(s, *sl.free, use);  // later work sees the host bytes
+      wait_drained();
     } catch (...) {
-      skip(*drainers_, sl, use);
-      throw;
     }
-    drainers_->push([this, &sl, use, h, packed, s] { drain(sl, use, h, packed, s); });
-    draining_.push_back({h.data, end_of(h), &sl, use});
-    ++queued_drains_;
-  });
+    throw;
+  }
+  wait_drained();
   prefault_ahead(dst, queued_drains_);
   std::lock_guard slock(stats_m_);
   stats_.bytes_out += src.bytes();

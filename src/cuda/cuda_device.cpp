@@ -628,6 +628,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
     if (!staging_) {
       oa::detail::staging_options so;
       so.slot_bytes = opt_.staging_bytes;
+      so.slots = 16;  // two in flight per thread (options::staging_bytes says why)
       so.fill_threads = so.drain_threads = copy_threads(opt_);
       staging_ = std::make_unique<oa::detail::staging_engine>(static_cast<staging_port&>(*this), pinned_memory(), so);
       std::lock_guard rlock(mutex_);

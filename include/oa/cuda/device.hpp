@@ -21,7 +21,10 @@ namespace oa::cuda {
 struct options {
   int ordinal = 0;                              // which GPU
   std::size_t memory_budget = 0;                // 0: 80% of the free memory at start
-  std::size_t staging_bytes = std::size_t{32} << 20;  // pinned staging buffer per stream
+  // A slot of the staging ring (16 per direction): on an H100 node, staging
+  // through 8 MiB slots by 8 threads moved 0.98 of the link host-to-device,
+  // through 32 MiB slots 0.59 (bench/results/2026-11-26-h100).
+  std::size_t staging_bytes = std::size_t{8} << 20;
   int copy_threads = 0;                         // host threads filling/draining staging; 0: up to 8
   // Pin (cudaHostRegister) each stage's host arrays for direct DMA; off:
   // every pageable copy goes through the pinned staging buffers.
