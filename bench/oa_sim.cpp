@@ -4,6 +4,8 @@
 //   oa-sim replay <results folder> --profile FILE [--json FILE] [--known-miss "WORKLOAD SIZE MODE STAGING"]...
 //   oa-sim predict --profile FILE [--json FILE] [--design old|new] -- <oa-bench arguments>
 //   oa-sim calibrate <results folder> --profile FILE --out FILE
+//   oa-sim check <results folder> --profile FILE [--json FILE] [--out FILE] [--ring SLOTSxSIZE]
+//                [--prefault-pages 4k|huge]
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -325,6 +327,82 @@ int run_replay(const std::string& folder, const std::string& profile_path, const
   return 0;
 }
 
+// ---- check: a run of the staging engine, predicted beside measured ---------------------------
+
+/// The oa-bench arguments a record of the engine's run was made with.
+bench_args args_of(const nlohmann::json& r) {
+  bench_args a;
+  a.workload = r.at("workload");
+  a.type = r.value("type", std::string("double"));
+  a.host_memory = r.at("host_memory");
+  a.device_memory = r.at("device_memory_budget");
+  if (a.workload == "gemm") a.n = r.at("n");
+  else a.elements = r.at("elements");
+  return a;
+}
+
+int run_check(const std::string& folder, const std::string& profile_path, const std::string& json,
+              const std::string& out, const std::string& ring, const std::string& prefault_pages) {
+  profile p = load_profile(profile_path);
+  const profile design = p;  // --out keeps the profile's design parameters, not the run's
+  if (!ring.empty()) {  // the run's staging ring, where it was not the profile's
+    const auto x = ring.find('x');
+    if (x == std::string::npos) throw usage_error("--ring: '" + ring + "' (SLOTSxSIZE, e.g. 8x32MiB)");
+    const double slots = static_cast<double>(parse_count("--ring", ring.substr(0, x)));
+    const double mib = static_cast<double>(parse_bytes("--ring", ring.substr(x + 1))) / 1048576.0;
+    p.set("new_ring_slots", slots, "measured", "the run's staging ring (oa-sim check --ring)");
+    p.set("new_slot_mib", mib, "measured", "the run's staging ring (oa-sim check --ring)");
+  }
+  if (!prefault_pages.empty()) {
+    if (prefault_pages != "4k" && prefault_pages != "huge")
+      throw usage_error("--prefault-pages: '" + prefault_pages + "' (4k or huge)");
+    p.set("new_prefault_huge", prefault_pages == "huge" ? 1 : 0, "measured",
+          "the run's staging engine (oa-sim check --prefault-pages)");
+  }
+  measure_links(p, folder);
+  for (const auto& line : fit_probe(p, folder)) std::cout << "measured " << line << '\n';
+  const auto records = load_engine_records(folder);
+  for (const auto& r : records)
+    if (r.at("workload") == "gemm" && r.at("mode") == "cublas" && r.at("seconds").is_number())
+      p.set(r.value("type", std::string("double")) == "float" ? "cublas_float_tflops" : "cublas_double_tflops",
+            r.at("gflops").get<double>() / 1e3, "measured", "bench.jsonl: mode cublas (in core)");
+  oa_bench::text_table table({"workload", "elements or n", "data/budget", "host memory", "mode", "measured s",
+                              "predicted s", "error %", "of link bound (measured)"});
+  std::vector<nlohmann::json> recs;
+  int within = 0, cases = 0;
+  for (const auto& r : records) {
+    const std::string mode = r.at("mode");
+    if ((mode != "oa" && mode != "sequential") || !r.at("seconds").is_number()) continue;
+    const bench_args a = args_of(r);
+    if (a.workload != "blackscholes" && a.workload != "haversine" && a.workload != "gemm") continue;
+    const auto pr = predict_one(p, a, mode, "new");
+    const double measured = r.at("seconds"), predicted = pr.at("predicted_seconds"), err = predicted / measured - 1;
+    ++cases;
+    within += std::abs(err) <= bar_error;
+    const double bound = pr.at("link_bound_seconds");
+    table.add_row({a.workload, a.workload == "gemm" ? "n=" + std::to_string(a.n) + " " + a.type : std::to_string(a.elements),
+                   format("%.2gx", r.at("data_bytes").get<double>() / static_cast<double>(a.device_memory)), a.host_memory,
+                   mode, format("%.3f", measured), format("%.3f", predicted), format("%+.1f", 100 * err),
+                   format("%.2f", bound / measured)});
+    nlohmann::json rec = pr;
+    rec.update({{"measured_seconds", measured}, {"relative_error", err},
+                {"label", "predicted (simulated) against measured"}});
+    recs.push_back(rec);
+  }
+  std::cout << "oa-sim check of " << folder << " with profile " << p.name
+            << ", its links and host rates measured in that folder (the staging engine; predicted = simulated,"
+               " measured = the run's records)\n";
+  table.print(std::cout);
+  std::cout << format("%d of %d cases within %.0f%%\n", within, cases, 100 * bar_error);
+  write_jsonl(json, recs);
+  if (!out.empty()) {
+    for (const char* k : {"new_ring_slots", "new_slot_mib", "new_prefault_huge"}) p.params[k] = design.params.at(k);
+    save_profile(p, out);
+    std::cout << "wrote " << out << '\n';
+  }
+  return 0;
+}
+
 int run_calibrate(const std::string& folder, const std::string& profile_path, const std::string& out) {
   profile p = load_profile(profile_path);
   std::vector<replay_case> cases = load_cases(folder);
@@ -348,7 +426,7 @@ int main(int argc, char** argv) {
     }
   CLI::App app{"oa-sim: simulated (not measured) GPU runs of oa's paging, calibrated on a committed run"};
   app.require_subcommand(1);
-  std::string folder, profile_path, json, design = "old", out, trace;
+  std::string folder, profile_path, json, design = "old", out, trace, ring, prefault_pages;
   std::vector<std::string> known_misses;
   auto* replay = app.add_subcommand("replay", "replay a committed run's cases with the old design");
   replay->add_option("folder", folder, "results folder (bench/results/...)")->required();
@@ -366,6 +444,15 @@ int main(int argc, char** argv) {
   cal->add_option("folder", folder, "results folder")->required();
   cal->add_option("--profile", profile_path, "profile JSON to start from (assumed values)")->required();
   cal->add_option("--out", out, "profile JSON to write")->required();
+  auto* check = app.add_subcommand("check", "predict a run of the staging engine beside its measurements, with the "
+                                               "links and host rates measured in its folder");
+  check->add_option("folder", folder, "results folder with bench.jsonl, bandwidth.jsonl, staging_probe.json")->required();
+  check->add_option("--profile", profile_path, "profile JSON to start from")->required();
+  check->add_option("--json", json, "write one JSON record per case");
+  check->add_option("--out", out, "write the profile with the folder's measured rates (its design parameters kept)");
+  check->add_option("--ring", ring, "the run's staging ring, SLOTSxSIZE (e.g. 8x32MiB), where not the profile's");
+  check->add_option("--prefault-pages", prefault_pages,
+                    "how the run's engine faulted drains' destinations in: 4k or huge, where not the profile's");
   try {
     app.parse(own, argv);
   } catch (const CLI::ParseError& e) {
@@ -374,6 +461,7 @@ int main(int argc, char** argv) {
   try {
     if (*replay) return run_replay(folder, profile_path, json, known_misses);
     if (*predict) return run_predict(profile_path, json, design, trace, bench);
+    if (*check) return run_check(folder, profile_path, json, out, ring, prefault_pages);
     return run_calibrate(folder, profile_path, out);
   } catch (const usage_error& e) {
     std::cerr << "oa-sim: " << e.what() << '\n';

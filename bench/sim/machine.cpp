@@ -15,7 +15,9 @@ machine::machine(const profile& p) {
   const int threads = std::max(1, static_cast<int>(p["new_host_threads"]));
   fill = g.add_resource({"fill threads", p["new_memcpy_gbps_per_thread"] * gb, threads, memory});
   drain = g.add_resource({"drain threads", p["new_memcpy_gbps_per_thread"] * gb, threads, memory});
-  prefault = g.add_resource({"prefault threads", p["new_prefault_gbps_per_thread"] * gb,
+  // The engine asks for huge pages before faulting a destination in (new_prefault_huge).
+  const double populate = p["new_prefault_huge"] > 0 ? p["new_prefault_huge_gbps_per_thread"] : p["new_prefault_gbps_per_thread"];
+  prefault = g.add_resource({"prefault threads", populate * gb,
                              std::max(1, static_cast<int>(p["new_prefault_threads"])), memory});
 }
 

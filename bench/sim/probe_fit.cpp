@@ -119,6 +119,21 @@ std::vector<std::string> fit_probe(profile& p, const std::string& folder) {
     p.set("untouched_memcpy_ratio", fresh / touched, "measured", src + ": 'untouched T=1' over 'touched T=1'");
     lines.push_back("probe: new_prefault_gbps_per_thread " + std::to_string(touch));
   }
+  const double fresh_huge = median_gbps(m, "untouched MADV_HUGEPAGE T=1");
+  if (std::isfinite(touched) && std::isfinite(fresh_huge) && fresh_huge > 0 && fresh_huge < touched) {
+    const double touch = 1 / (1 / fresh_huge - 1 / touched);
+    p.set("new_prefault_huge_gbps_per_thread", touch, "measured",
+          src + ": first touch of huge pages per thread, 1 / (1 / 'untouched MADV_HUGEPAGE T=1' - 1 / 'touched T=1')");
+    lines.push_back("probe: new_prefault_huge_gbps_per_thread " + std::to_string(touch));
+  }
+  // Faulting in as the engine does it (MADV_POPULATE_WRITE), where the probe measured it.
+  for (const auto& [name, key] : {std::pair<std::string, std::string>{"populate T=1", "new_prefault_gbps_per_thread"},
+                                  {"populate MADV_HUGEPAGE T=1", "new_prefault_huge_gbps_per_thread"}}) {
+    const double rate = median_gbps(m, name);
+    if (!std::isfinite(rate) || rate <= 0) continue;
+    p.set(key, rate, "measured", src + ": median of '" + name + "'");
+    lines.push_back("probe: " + key + " " + std::to_string(rate));
+  }
   double most = 0;
   std::string at;
   for (const auto& [name, r] : m.items())

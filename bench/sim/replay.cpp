@@ -35,6 +35,26 @@ gemm_case recorded_gemm(const replay_case& c) {
 
 }  // namespace
 
+void measure_links(profile& p, const std::string& folder) {
+  const auto bw = read_jsonl(folder + "/bandwidth.jsonl").at(0).at("results");
+  const std::string src = "bandwidth.jsonl (oa-bandwidth --bytes 1GiB --repeat 10, best)";
+  p.set("h2d_pinned_gbps", bw.at("h2d_pinned").at("best_gbps"), "measured", src);
+  p.set("d2h_pinned_gbps", bw.at("d2h_pinned").at("best_gbps"), "measured", src);
+  p.set("both_ways_pinned_gbps", bw.at("bidirectional_pinned").at("best_gbps"), "measured", src);
+  p.set("h2d_pageable_gbps", bw.at("h2d_pageable").at("best_gbps"), "measured", src);
+  p.set("d2h_pageable_gbps", bw.at("d2h_pageable").at("best_gbps"), "measured", src);
+  p.set("device_memory_gbps", bw.at("d2d").at("best_gbps"), "measured", src + ": d2d, device memory read and written");
+}
+
+std::vector<nlohmann::json> load_engine_records(const std::string& folder) {
+  std::vector<nlohmann::json> out;
+  for (auto& r : read_jsonl(folder + "/bench.jsonl")) {
+    if (!r.contains("host_memory")) r["host_memory"] = "pageable";  // GEMM records before they carried it
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 std::vector<replay_case> load_cases(const std::string& folder) {
   std::vector<replay_case> cases;
   for (const std::string f : {"bench.jsonl", "bench_staging_pinned.jsonl", "gemm.jsonl", "gemm-staging-pinned.jsonl"})
@@ -111,13 +131,7 @@ void fit_unaligned(profile& p, const std::vector<replay_case>& cases) {
 }
 
 void measure(profile& p, const std::string& folder, const std::vector<replay_case>& cases) {
-  const auto bw = read_jsonl(folder + "/bandwidth.jsonl").at(0).at("results");
-  const std::string src = "bandwidth.jsonl (oa-bandwidth --bytes 1GiB --repeat 10, best)";
-  p.set("h2d_pinned_gbps", bw.at("h2d_pinned").at("best_gbps"), "measured", src);
-  p.set("d2h_pinned_gbps", bw.at("d2h_pinned").at("best_gbps"), "measured", src);
-  p.set("both_ways_pinned_gbps", bw.at("bidirectional_pinned").at("best_gbps"), "measured", src);
-  p.set("h2d_pageable_gbps", bw.at("h2d_pageable").at("best_gbps"), "measured", src);
-  p.set("d2h_pageable_gbps", bw.at("d2h_pageable").at("best_gbps"), "measured", src);
+  measure_links(p, folder);
   for (const auto& r : read_jsonl(folder + "/gemm.jsonl"))
     if (r.at("mode") == "cublas" && r.at("n") == 16384)
       p.set(r.at("type") == "float" ? "cublas_float_tflops" : "cublas_double_tflops", r.at("gflops").get<double>() / 1e3,
@@ -153,7 +167,6 @@ void measure(profile& p, const std::string& folder, const std::vector<replay_cas
       p.set("host_function_resume_us", extra / static_cast<double>(n) * 1e6, "measured",
             c.file + ": (h2d_seconds - h2d_bytes / pinned peak) / " + std::to_string(n) + " staged pieces");
     }
-  p.set("device_memory_gbps", bw.at("d2d").at("best_gbps"), "measured", src + ": d2d, device memory read and written");
   fit_unaligned(p, cases);
   // cuBLAS in tiles: the oa double record's compute seconds against its tiles at the in-core rate.
   for (const auto& c : cases)

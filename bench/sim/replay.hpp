@@ -19,6 +19,15 @@ struct replay_case {
   nlohmann::json record;
 };
 
+/// The pinned and pageable link rates and device memory's copy rate from the
+/// folder's bandwidth.jsonl (oa-bandwidth). Throws naming a missing file.
+void measure_links(profile& p, const std::string& folder);
+
+/// The records of a run of the staging engine: the folder's bench.jsonl, a
+/// record without host_memory taken as pageable (oa-bench's default). Throws
+/// naming a missing file.
+std::vector<nlohmann::json> load_engine_records(const std::string& folder);
+
 /// Every oa and sequential record of the folder's streaming and GEMM files.
 /// Files named *staging_pinned* / *staging-pinned* ran pinned staging; the
 /// others registered (that run's default). Throws naming a missing file.
