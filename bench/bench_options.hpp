@@ -32,6 +32,7 @@ struct common_options {
   std::uint64_t seed = 42;
   bool verify = false;
   int repeat = 1;
+  std::string host_memory = "pageable";  // where the workload's arrays live: pageable or pinned (oa's pool)
   oa::config_origin origin;
 };
 
@@ -113,6 +114,7 @@ struct mode_outcome {
   std::string device;
   double seconds = std::numeric_limits<double>::infinity();
   oa::stage_report total;
+  std::size_t staged_bytes = 0;  // oa modes: bytes through the device's staging engine in that run
   std::optional<double> error;
   std::optional<std::string> failure;
   bool oa_mode() const { return mode == "oa" || mode == "sequential"; }

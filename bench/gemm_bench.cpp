@@ -140,12 +140,14 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
           s = seconds_since(t0);
         } else if (r.oa_mode()) {
           oa::clear_reports();
+          const std::size_t staged_before = oa::current_device().staged_bytes();
           const auto t0 = clock_type::now();
           oa::lazy<matrix<T>> P = oa::linalg::product(A, B);
           const matrix<T>& got = P.get();
           s = seconds_since(t0);
           if (opt.verify) r.error = std::max(r.error.value_or(0.0), rel_error(got, ref));
           if (s < r.seconds) {
+            r.staged_bytes = oa::current_device().staged_bytes() - staged_before;
             r.total = oa::total(oa::reports());
             if (!r.total.device.empty()) r.device = r.total.device;
           }
@@ -243,6 +245,8 @@ bool run_typed(const gemm_options& opt, json_sink* sink) {
                    {"drain_seconds", t.drain_seconds},
                    {"prefault_seconds", t.prefault_seconds},
                    {"host_reruns", t.host_reruns},
+                   {"host_memory", opt.host_memory},
+                   {"staged_bytes", r.oa_mode() ? nlohmann::json(r.staged_bytes) : nlohmann::json(nullptr)},
                    {"tiling", t.tiling.empty() ? nlohmann::json(nullptr) : nlohmann::json(t.tiling)},
                    {"seconds", timed ? nlohmann::json(r.seconds) : nlohmann::json(nullptr)},
                    {"gflops", timed ? nlohmann::json(flops / r.seconds / 1e9) : nlohmann::json(nullptr)},

@@ -14,10 +14,11 @@
 #   bench/gpu_check.sh --phase node       the node's devices at once: the multi-kernel set (serial against
 #                                         oa), a host stage beside a GPU stage in a trace, placement by cost
 #                                         from 2^10 to 2^24, several GPUs when there are
-#   bench/gpu_check.sh --phase bars       the GPU bars in one short command (about 6 min on an H100 node):
+#   bench/gpu_check.sh --phase bars       the GPU bars in one short command (about 8 min on an H100 node):
 #                                         the quick probe, bandwidth, Black-Scholes at 8x the budget from
 #                                         pageable and pinned arrays, DGEMM n=16384 at 4x and 16x against
-#                                         in-core cuBLAS, a traced 2x run for oa-sim, the multi-kernel set
+#                                         in-core cuBLAS (pageable and pinned), a traced 2x run for oa-sim,
+#                                         the multi-kernel set at 64Mi through 256 MiB
 #   bench/gpu_check.sh --summary DIR      only the summary of results folder D (no GPU needed)
 # Options of the phases: --build DIR (default build/gpu), --time-limit S (a phase stops starting steps that
 # would not end within S seconds of its start; default 540 for each phase
@@ -654,11 +655,17 @@ if [[ $phase == bars ]]; then
         --device-memory "$budget_text" --host-memory "$memory" --verify --repeat "$bench_repeat" --mode "$modes" \
         --json "$dir/bench.jsonl"
     done
-    # DGEMM n=16384 (6 GiB of operands) at 4x and 16x the budget against in-core cuBLAS.
-    for gemm_budget in 1536MiB 384MiB; do
-      NEED=40 MAX=150 step "oa-bench gemm double n=16384 (budget $gemm_budget, oa and cublas)" "bars-gemm-$gemm_budget" \
-        "$build/bench/oa-bench" --workload gemm --n 16384 --type double --device cuda --device-memory "$gemm_budget" \
-        --mode oa,cublas --verify --repeat "$bench_repeat" --json "$dir/bench.jsonl"
+    # DGEMM n=16384 (6 GiB of operands) at 4x and 16x the budget against
+    # in-core cuBLAS, the matrices pageable and in the pinned pool.
+    for memory in pageable pinned; do
+      for gemm_budget in 1536MiB 384MiB; do
+        modes=oa
+        [[ $memory == pageable && $gemm_budget == 1536MiB ]] && modes=oa,cublas
+        NEED=40 MAX=150 step "oa-bench gemm double n=16384 host-memory=$memory (budget $gemm_budget, $modes)" \
+          "bars-gemm-$memory-$gemm_budget" "$build/bench/oa-bench" --workload gemm --n 16384 --type double \
+          --device cuda --device-memory "$gemm_budget" --host-memory "$memory" --mode "$modes" --verify \
+          --repeat "$bench_repeat" --json "$dir/bench.jsonl"
+      done
     done
     # Every copy, kernel, fill, drain and prefault of a 2x run, for oa-sim.
     n=$((2 * budget / bytes_per_element[blackscholes]))
@@ -724,7 +731,9 @@ if [[ $phase == all || $phase == node || ($phase == bars && -z "$no_gpu") ]]; th
   elif needs "$build/bench/oa-bench" "oa-bench"; then
     # The multi-kernel set: one stage at a time (serial) against the DAG on
     # streams (oa), results compared between the modes by oa-bench.
-    for run in "16Mi 4GiB" "64Mi 256MiB"; do
+    dag_runs=("16Mi 4GiB" "64Mi 256MiB")
+    [[ $phase == bars ]] && dag_runs=("64Mi 256MiB")  # the link-bound set only: the bars' time is short
+    for run in "${dag_runs[@]}"; do
       read -r n dag_budget <<<"$run"
       for w in dag-image dag-ensemble dag-union; do
         NEED=30 MAX=120 step "oa-bench $w ($n elements, budget $dag_budget, serial and oa)" "dag-$w-$n" \

@@ -60,7 +60,6 @@ struct options : oa_bench::common_options {
   std::size_t elements = 0;
   std::string json;
   bool demo = false;
-  std::string host_memory = "pageable";  // where the workload's arrays live: pageable or pinned (oa's pool)
 };
 
 struct mode_result {
