@@ -208,38 +208,39 @@ for r in records(bench_path):
         if r["mode"] in ("cublas", "cublasxt", "nvblas"):
             incore.setdefault((r["type"], r["n"]), {})[r["mode"]] = r
         else:
-            gemm.setdefault((r["type"], r["n"], r.get("device_memory_budget")), {})[r["mode"]] = r
-for (kind, n, _), modes in gemm.items():
+            gemm.setdefault((r["type"], r["n"], r.get("device_memory_budget"), r.get("host_memory", "pageable")),
+                            {})[r["mode"]] = r
+for (kind, n, _, _), modes in gemm.items():
     for mode, r in incore.get((kind, n), {}).items():
         modes.setdefault(mode, r)
 if gemm:
     print()
     print("out-of-core GEMM (C = A B): oa against in-core cuBLAS (the ceiling) and cuBLASXt, same matrices")
     rows = []
-    for (kind, n, _), modes in sorted(gemm.items()):
+    for (kind, n, _, memory), modes in sorted(gemm.items()):
         oa, cb, xt, nv = modes.get("oa"), modes.get("cublas"), modes.get("cublasxt"), modes.get("nvblas")
         gf = lambda r: "%.0f" % r["gflops"] if ok(r) else "failed" if r else "-"
         share = lambda a, b: "%.0f%%" % (100 * a["gflops"] / b["gflops"]) if ok(a) and ok(b) else "-"
-        rows.append([kind, str(n), "%.1fx" % (oa["data_bytes"] / oa["device_memory_budget"]) if ok(oa) else "-",
+        rows.append([kind, str(n), "%.1fx" % (oa["data_bytes"] / oa["device_memory_budget"]) if ok(oa) else "-", memory,
                      gf(modes.get("sequential")), gf(oa), gf(cb), share(oa, cb), gf(xt), share(oa, xt), gf(nv),
                      "%.2f" % oa["bytes_over_lower_bound"] if ok(oa) and oa.get("bytes_over_lower_bound") else "-",
                      "%.2f" % oa["overlap_efficiency"] if ok(oa) and oa.get("overlap_efficiency") else "-",
                      "%.1e" % oa["max_rel_error"] if ok(oa) and oa.get("max_rel_error") is not None else "-"])
-    table(["type", "n", "operands/budget", "sequential GFLOP/s", "oa GFLOP/s", "cublas GFLOP/s", "oa/cublas",
+    table(["type", "n", "operands/budget", "host memory", "sequential GFLOP/s", "oa GFLOP/s", "cublas GFLOP/s", "oa/cublas",
            "cublasxt GFLOP/s", "oa/cublasxt", "nvblas GFLOP/s", "moved/LB", "overlap", "max_rel_error"], rows)
     rows = []
-    for (kind, n, _), modes in sorted(gemm.items()):
+    for (kind, n, _, memory), modes in sorted(gemm.items()):
         oa, cb = modes.get("oa"), modes.get("cublas")
         if not ok(oa):
             continue
         link = link_seconds(oa)
         bound = max(link or 0, cb["seconds"] if ok(cb) else 0)
-        rows.append([kind, str(n), "%.1fx" % (oa["data_bytes"] / oa["device_memory_budget"]), "%.3f" % oa["seconds"],
+        rows.append([kind, str(n), "%.1fx" % (oa["data_bytes"] / oa["device_memory_budget"]), memory, "%.3f" % oa["seconds"],
                      "%.3f" % link if link else "-", "%.3f" % cb["seconds"] if ok(cb) else "-",
                      "%.0f%%" % (100 * bound / oa["seconds"]) if bound else "-"])
     print()
     print("oa's GEMM against its bound: the pinned link for the bytes oa moved, or in-core cuBLAS, the longer")
-    table(["type", "n", "operands/budget", "oa s", "link s", "cublas s", "bound/oa"], rows)
+    table(["type", "n", "operands/budget", "host memory", "oa s", "link s", "cublas s", "bound/oa"], rows)
 
 staging_runs = by_size(staging_path)
 if staging_runs:
