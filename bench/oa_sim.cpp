@@ -5,7 +5,7 @@
 //   oa-sim predict --profile FILE [--json FILE] [--design old|new] -- <oa-bench arguments>
 //   oa-sim calibrate <results folder> --profile FILE --out FILE
 //   oa-sim check <results folder> --profile FILE [--json FILE] [--out FILE] [--ring SLOTSxSIZE]
-//                [--prefault-pages 4k|huge]
+//                [--prefault-pages 4k|huge] [--drains serial|parallel]
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -342,7 +342,8 @@ bench_args args_of(const nlohmann::json& r) {
 }
 
 int run_check(const std::string& folder, const std::string& profile_path, const std::string& json,
-              const std::string& out, const std::string& ring, const std::string& prefault_pages) {
+              const std::string& out, const std::string& ring, const std::string& prefault_pages,
+              const std::string& drains) {
   profile p = load_profile(profile_path);
   const profile design = p;  // --out keeps the profile's design parameters, not the run's
   if (!ring.empty()) {  // the run's staging ring, where it was not the profile's
@@ -353,6 +354,11 @@ int run_check(const std::string& folder, const std::string& profile_path, const 
     p.set("new_ring_slots", slots, "measured", "the run's staging ring (oa-sim check --ring)");
     p.set("new_slot_mib", mib, "measured", "the run's staging ring (oa-sim check --ring)");
   }
+  if (!drains.empty()) {
+    if (drains != "serial" && drains != "parallel") throw usage_error("--drains: '" + drains + "' (serial or parallel)");
+    p.set("new_drains_in_parallel", drains == "parallel" ? 1 : 0, "measured",
+          "the run's staging engine (oa-sim check --drains)");
+  }
   if (!prefault_pages.empty()) {
     if (prefault_pages != "4k" && prefault_pages != "huge")
       throw usage_error("--prefault-pages: '" + prefault_pages + "' (4k or huge)");
@@ -362,6 +368,20 @@ int run_check(const std::string& folder, const std::string& profile_path, const 
   measure_links(p, folder);
   for (const auto& line : fit_probe(p, folder)) std::cout << "measured " << line << '\n';
   const auto records = load_engine_records(folder);
+  // Faulting in as the engine did it in this run, where the probe did not
+  // measure it: bytes faulted in per second of a faulting thread, over the
+  // run's pageable streaming records.
+  if (p.params.at("new_prefault_gbps_per_thread").source.find("populate") == std::string::npos) {
+    double bytes = 0, seconds = 0;
+    for (const auto& r : records)
+      if (r.at("workload") != "gemm" && r.at("host_memory") == "pageable" && r.value("prefault_seconds", 0.0) > 0)
+        bytes += r.at("d2h_bytes").get<double>(), seconds += r.at("prefault_seconds").get<double>();
+    if (seconds > 0) {
+      p.set("new_prefault_gbps_per_thread", bytes / seconds / gb, "measured",
+            "bench.jsonl: d2h_bytes over prefault_seconds of the pageable streaming records (the probe had no populate)");
+      std::cout << "measured records: new_prefault_gbps_per_thread " << format("%.3f", bytes / seconds / gb) << '\n';
+    }
+  }
   for (const auto& r : records)
     if (r.at("workload") == "gemm" && r.at("mode") == "cublas" && r.at("seconds").is_number())
       p.set(r.value("type", std::string("double")) == "float" ? "cublas_float_tflops" : "cublas_double_tflops",
@@ -396,7 +416,8 @@ int run_check(const std::string& folder, const std::string& profile_path, const 
   std::cout << format("%d of %d cases within %.0f%%\n", within, cases, 100 * bar_error);
   write_jsonl(json, recs);
   if (!out.empty()) {
-    for (const char* k : {"new_ring_slots", "new_slot_mib", "new_prefault_huge"}) p.params[k] = design.params.at(k);
+    for (const char* k : {"new_ring_slots", "new_slot_mib", "new_prefault_huge", "new_drains_in_parallel"})
+      p.params[k] = design.params.at(k);
     save_profile(p, out);
     std::cout << "wrote " << out << '\n';
   }
@@ -426,7 +447,7 @@ int main(int argc, char** argv) {
     }
   CLI::App app{"oa-sim: simulated (not measured) GPU runs of oa's paging, calibrated on a committed run"};
   app.require_subcommand(1);
-  std::string folder, profile_path, json, design = "old", out, trace, ring, prefault_pages;
+  std::string folder, profile_path, json, design = "old", out, trace, ring, prefault_pages, drains;
   std::vector<std::string> known_misses;
   auto* replay = app.add_subcommand("replay", "replay a committed run's cases with the old design");
   replay->add_option("folder", folder, "results folder (bench/results/...)")->required();
@@ -453,6 +474,8 @@ int main(int argc, char** argv) {
   check->add_option("--ring", ring, "the run's staging ring, SLOTSxSIZE (e.g. 8x32MiB), where not the profile's");
   check->add_option("--prefault-pages", prefault_pages,
                     "how the run's engine faulted drains' destinations in: 4k or huge, where not the profile's");
+  check->add_option("--drains", drains,
+                    "how the run's engine drained one copy's pieces: serial (the stream waited after each) or parallel");
   try {
     app.parse(own, argv);
   } catch (const CLI::ParseError& e) {
@@ -461,7 +484,7 @@ int main(int argc, char** argv) {
   try {
     if (*replay) return run_replay(folder, profile_path, json, known_misses);
     if (*predict) return run_predict(profile_path, json, design, trace, bench);
-    if (*check) return run_check(folder, profile_path, json, out, ring, prefault_pages);
+    if (*check) return run_check(folder, profile_path, json, out, ring, prefault_pages, drains);
     return run_calibrate(folder, profile_path, out);
   } catch (const usage_error& e) {
     std::cerr << "oa-sim: " << e.what() << '\n';

@@ -47,6 +47,27 @@ TEST_CASE("sim: copies both ways share the link's cap") {
   CHECK(r.makespan == doctest::Approx(4.0 / 3.0 + 1.0));
 }
 
+TEST_CASE("sim: a resource in a second cap group runs at the tighter group's scale, by its weight") {
+  graph g;
+  const int link = g.add_group({"link", 100}), memory = g.add_group({"memory", 30});
+  const int h2d = g.add_resource({"h2d", 10, 1, link, {{memory, 1}}});
+  const int fill = g.add_resource({"fill", 10, 1, -1, {{memory, 2}}});
+  g.add({"dma", h2d, 10, 0, 0, {}});
+  g.add({"copy", fill, 10, 0, 0, {}});
+  // Memory demand 10 x 1 + 10 x 2 = 30: at the cap, nothing slows; both end at 1 s.
+  CHECK(simulate(g).makespan == doctest::Approx(1.0));
+  graph tight;
+  const int l2 = tight.add_group({"link", 100}), m2 = tight.add_group({"memory", 15});
+  const int h = tight.add_resource({"h2d", 10, 1, l2, {{m2, 1}}}), f = tight.add_resource({"fill", 10, 1, -1, {{m2, 2}}});
+  tight.add({"dma", h, 10, 0, 0, {}});
+  tight.add({"copy", f, 10, 0, 0, {}});
+  // Demand 30 against 15: both at half rate (5 units/s) until they end together at 2 s.
+  CHECK(simulate(tight).makespan == doctest::Approx(2.0));
+  graph bad;
+  CHECK_THROWS_WITH_AS(bad.add_resource({"x", 1, 1, -1, {{3, 1}}}),
+                       doctest::Contains("shares an unknown cap group"), std::invalid_argument);
+}
+
 TEST_CASE("sim: one callback thread serialises two streams' fills, each stream's DMA after its own fill") {
   graph g;
   const int cb = g.add_resource({"callback", 4, 1, -1}), h2d = g.add_resource({"h2d", 8, 1, -1});
@@ -301,11 +322,26 @@ TEST_CASE("sim: calibrate takes the new design's host rates from a GPU node's st
         "untouched T=4": {"skipped": "time limit"}}})";
     const auto lines = oa_sim::fit_probe(p, dir.string());
     CHECK(lines.size() == 3);
-    CHECK(p["new_memcpy_gbps_per_thread"] == 10.0);
+    CHECK(p["new_memcpy_gbps_per_thread"] == 10.0);  // no staging runs: the plain memcpy
     CHECK(p["new_prefault_gbps_per_thread"] == doctest::Approx(1 / (1 / 2.5 - 1 / 10.0)));
     CHECK(p["untouched_memcpy_ratio"] == doctest::Approx(0.25));
     CHECK(p["host_memcpy_cap_gbps"] == 48.0);
     CHECK(p.params.at("host_memcpy_cap_gbps").provenance == "measured");
+  }
+  SUBCASE("staging runs and populate: one staging thread's rate and faulting in as measured") {
+    std::ofstream(dir / "staging_probe.json") << R"({"host_memcpy": {
+        "touched T=1": {"median_gbps": 10.0},
+        "populate T=1": {"median_gbps": 2.2},
+        "populate MADV_HUGEPAGE T=1": {"median_gbps": 6.0}},
+      "staging": {"runs": {
+        "h2d 32MiBx8 T=1 touched wait_value": {"median_gbps": 6.5},
+        "h2d 8MiBx16 T=1 touched wait_value": {"median_gbps": 7.5},
+        "d2h 32MiBx8 T=1 touched wait_value": {"median_gbps": 1.0},
+        "h2d 32MiBx8 T=4 touched wait_value": {"median_gbps": 20.0}}}})";
+    (void)oa_sim::fit_probe(p, dir.string());
+    CHECK(p["new_memcpy_gbps_per_thread"] == 7.5);  // the median of the two one-thread h2d runs (upper)
+    CHECK(p["new_prefault_gbps_per_thread"] == 2.2);
+    CHECK(p["new_prefault_huge_gbps_per_thread"] == 6.0);
   }
   SUBCASE("two sizes of registration: the fixed cost of one, measured") {
     // 16 MiB in 5 ms and 1 GiB in 68 ms (register and unregister): 1 ms per call.

@@ -12,6 +12,10 @@ int graph::add_resource(resource r) {
   if (r.servers < 1) throw std::invalid_argument("oa_sim::graph::add_resource: resource '" + r.name + "' needs servers >= 1");
   if (r.group >= static_cast<int>(groups_.size()))
     throw std::invalid_argument("oa_sim::graph::add_resource: resource '" + r.name + "' names an unknown cap group");
+  for (const cap_share& sh : r.shares)
+    if (sh.group < 0 || sh.group >= static_cast<int>(groups_.size()) || !(sh.weight > 0))
+      throw std::invalid_argument("oa_sim::graph::add_resource: resource '" + r.name +
+                                  "' shares an unknown cap group or a weight not > 0");
   res_.push_back(std::move(r));
   return static_cast<int>(res_.size()) - 1;
 }
@@ -80,20 +84,26 @@ struct simulation {
   /// Current rates of the running ops, scaled down where a cap group is exceeded.
   std::vector<double> rates() const {
     std::vector<double> r(running.size(), 0), demand(g.groups_.size(), 0);
+    const auto each_share = [&](const resource& res, auto&& f) {
+      if (res.group >= 0) f(cap_share{res.group, 1});
+      for (const cap_share& sh : res.shares) f(sh);
+    };
     for (std::size_t i = 0; i < running.size(); ++i) {
       const op& o = g.ops_[static_cast<std::size_t>(running[i])];
       if (o.res < 0 || left[static_cast<std::size_t>(running[i])] <= 0) continue;
       r[i] = rate_of(running[i]);
-      const int grp = g.res_[static_cast<std::size_t>(o.res)].group;
-      if (grp >= 0) demand[static_cast<std::size_t>(grp)] += r[i];
+      each_share(g.res_[static_cast<std::size_t>(o.res)],
+                 [&](const cap_share& sh) { demand[static_cast<std::size_t>(sh.group)] += r[i] * sh.weight; });
     }
     for (std::size_t i = 0; i < running.size(); ++i) {
       const op& o = g.ops_[static_cast<std::size_t>(running[i])];
       if (o.res < 0) continue;
-      const int grp = g.res_[static_cast<std::size_t>(o.res)].group;
-      if (grp < 0) continue;
-      const double cap = g.groups_[static_cast<std::size_t>(grp)].cap, d = demand[static_cast<std::size_t>(grp)];
-      if (d > cap) r[i] *= cap / d;
+      double scale = 1;
+      each_share(g.res_[static_cast<std::size_t>(o.res)], [&](const cap_share& sh) {
+        const double cap = g.groups_[static_cast<std::size_t>(sh.group)].cap, d = demand[static_cast<std::size_t>(sh.group)];
+        if (d > cap) scale = std::min(scale, cap / d);
+      });
+      r[i] *= scale;
     }
     return r;
   }

@@ -10,17 +10,26 @@
 
 namespace oa_sim {
 
+/// A resource's use of a further cap group: `weight` of the group's units
+/// per unit of its work (a memcpy moves each byte through host memory twice).
+struct cap_share {
+  int group = -1;
+  double weight = 1;
+};
+
 /// Servers of one kind: a copy engine, the GPU, a host thread pool.
 struct resource {
   std::string name;
   double rate = 0;   // work units (bytes, flops, elements) per second of one server; 0: ops give their own
   int servers = 1;   // ops running at once
-  int group = -1;    // cap group (-1: none)
+  int group = -1;    // cap group (-1: none), one of its units per unit of work
+  std::vector<cap_share> shares = {};  // further cap groups (the DMA engines share host memory too)
 };
 
 /// Resources whose concurrent ops together move at most `cap` units/s
 /// (the link's both-ways limit, the host's memory bandwidth): when their
-/// rates add up to more, each is scaled down in proportion.
+/// rates (times their weights) add up to more, each is scaled down in
+/// proportion; an op in several groups runs at the tightest one's scale.
 struct cap_group {
   std::string name;
   double cap = 0;

@@ -5,7 +5,8 @@
 // done (the source is ready), and the stream's DMA waits for the fill
 // through a stream memory op (new_wait_latency_us), not a host function.
 // After each D2H DMA, drain threads copy the slot out, and the stream waits
-// for the chunk's drains before its next chunk. The host submits chunk j
+// for the chunk's drains before its next chunk (new_drains_in_parallel: 0
+// for the engine that waited after each piece, one drain at a time). The host submits chunk j
 // once chunk j - streams is done (its device slot is free), so no piece
 // holds a ring slot while its stream is still busy with an earlier chunk.
 // Outputs are pre-faulted by threads of their own from the stage's start,
@@ -65,12 +66,15 @@ struct ring_copies {
       return {};
     }
     std::vector<int> drains;
+    const bool one_at_a_time = p["new_drains_in_parallel"] <= 0;
     for (std::size_t b : pieces(bytes, slot_bytes)) {
       std::vector<int> deps;
       if (out_drain.size() >= slots) deps.push_back(out_drain[out_drain.size() - slots]);  // the slot is drained
       const int dma = s.add({"d2h " + what, m.d2h, static_cast<double>(b), 0, lat, deps});
       out_drain.push_back(m.g.add({"drain " + what, m.drain, static_cast<double>(b), 0, 0, {dma, faulted}}));
       drains.push_back(out_drain.back());
+      // The engine before 2026-11-26: the stream waited for each piece's drain before its next work.
+      if (one_at_a_time) wait_for(s, {out_drain.back()}, what);
     }
     return drains;
   }

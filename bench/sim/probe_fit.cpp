@@ -134,6 +134,23 @@ std::vector<std::string> fit_probe(profile& p, const std::string& folder) {
     p.set(key, rate, "measured", src + ": median of '" + name + "'");
     lines.push_back("probe: " + key + " " + std::to_string(rate));
   }
+  // One staging thread's copy as the engine does it (the probe's ring of
+  // pinned slots, one thread, host to device): slower than a plain memcpy
+  // between pageable buffers (the DMA reads the slots as they are filled).
+  if (probe.contains("staging") && probe["staging"].contains("runs")) {
+    std::vector<double> one;
+    for (const auto& [name, r] : probe["staging"]["runs"].items())
+      if (name.rfind("h2d ", 0) == 0 && name.find(" T=1 touched wait_value") != std::string::npos &&
+          r.contains("median_gbps") && r["median_gbps"].is_number())
+        one.push_back(r["median_gbps"].get<double>());
+    if (!one.empty()) {
+      std::sort(one.begin(), one.end());
+      const double v = one[one.size() / 2];
+      p.set("new_memcpy_gbps_per_thread", v, "measured",
+            path.filename().string() + " staging: median over ring shapes of 'h2d ... T=1 touched wait_value'");
+      lines.push_back("probe: new_memcpy_gbps_per_thread " + std::to_string(v) + " (staging, one thread)");
+    }
+  }
   double most = 0;
   std::string at;
   for (const auto& [name, r] : m.items())
