@@ -383,6 +383,19 @@ TEST_CASE("gemm over 1 x N, N x 1 and near-square grids equals one process's pro
       const Eigen::MatrixXd want = wa * wb;
       CHECK((got - want).cwiseAbs().maxCoeff() <= 1e-9 * std::max(1.0, want.cwiseAbs().maxCoeff()));
     }
+  {
+    // A grid's row and column communicators are split once, kept for later products over it.
+    const auto g = oa::dist::grid::near_square(ranks());
+    const auto m = oa::dist::generate_matrix<double>(8, 8, [](std::size_t i, std::size_t j) { return real_at(i + j); }, g);
+    const std::size_t before = oa::dist::world().kept_splits();
+    (void)oa::dist::gemm(m, m);
+    const std::size_t after_one = oa::dist::world().kept_splits();
+    CHECK(after_one <= before + 2);
+    CHECK(after_one >= 2);
+    const Eigen::MatrixXd twice = oa::dist::gemm(m, m).gather(0);
+    CHECK(oa::dist::world().kept_splits() == after_one);
+    if (rank() == 0) CHECK(twice.rows() == 8);
+  }
   const auto a = oa::dist::generate_matrix<double>(4, 5, [](std::size_t, std::size_t) { return 1.0; });
   // Operands checked in a collective: every rank fails alike, naming the argument.
   CHECK_THROWS_WITH_AS(oa::dist::gemm(a, a), doctest::Contains("oa::dist::gemm: b: 4 rows for A's 5 columns"),

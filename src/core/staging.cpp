@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "oa/core/backoff.hpp"
 #include "oa/core/error.hpp"
 
 namespace oa::detail {
@@ -111,18 +112,12 @@ staging_engine::~staging_engine() {
 }
 
 bool staging_engine::wait_for(const flag_word& w, std::uint32_t v) const noexcept {
-  // Spin briefly (a slot usually frees within microseconds of the DMA), then
+  // A slot usually frees within microseconds of its DMA: spin briefly, then
   // back off to sleeps of at most 100 us.
-  auto pause = std::chrono::microseconds(2);
-  for (int i = 0; !reached(w.load(std::memory_order_acquire), v); ++i) {
+  backoff wait({.spins = 64, .yields = 64, .first = std::chrono::microseconds(2), .most = std::chrono::microseconds(100)});
+  while (!reached(w.load(std::memory_order_acquire), v)) {
     if (aborted_.load(std::memory_order_relaxed)) return false;
-    if (i < 64) continue;
-    if (i < 128) {
-      std::this_thread::yield();
-      continue;
-    }
-    std::this_thread::sleep_for(pause);
-    pause = std::min(pause * 2, std::chrono::microseconds(100));
+    wait.pause();
   }
   return true;
 }

@@ -10,6 +10,7 @@
 
 #include "dist/gpu_choice.hpp"
 
+#include "oa/core/backoff.hpp"
 #include "oa/core/config.hpp"
 #include "oa/core/runtime.hpp"
 
@@ -23,6 +24,9 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <tuple>
+#include <mutex>
+#include <map>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -201,6 +205,22 @@ class mpi_comm final : public communicator {
   std::unique_ptr<request> broadcast(const std::string& call, int root,
                                      const std::function<std::span<std::byte>()>& buffer) override;
 
+  communicator& split_kept(const std::string& call, const std::string& purpose, int color, int key) override {
+    const auto k = std::make_tuple(purpose, color, key);
+    {
+      std::lock_guard lock(kept_m_);
+      if (const auto it = kept_.find(k); it != kept_.end()) return *it->second;
+    }
+    auto made = split(call, color, key);
+    std::lock_guard lock(kept_m_);
+    return *kept_.emplace(k, std::move(made)).first->second;
+  }
+
+  std::size_t kept_splits() const override {
+    std::lock_guard lock(kept_m_);
+    return kept_.size();
+  }
+
   std::unique_ptr<communicator> split(const std::string& call, int color, int key) override {
     const entry in(*this, call);
     // Every rank's arguments agreed first: a negative color (MPI_UNDEFINED
@@ -373,8 +393,10 @@ class mpi_comm final : public communicator {
   void wait(const std::string& call, MPI_Request& req, arrival* tokens) {
     const double limit = oa::current_config().dist_timeout;
     const auto start = std::chrono::steady_clock::now();
-    auto nap = std::chrono::microseconds(0);
-    for (int polls = 0;; ++polls) {
+    // Another rank is usually near: yield first, then sleep up to 500 us.
+    oa::detail::backoff wait({.spins = 0, .yields = 64, .first = std::chrono::microseconds(10),
+                              .most = std::chrono::microseconds(500)});
+    for (;;) {
       int done = 0;
       check(call, MPI_Test(&req, &done, MPI_STATUS_IGNORE));
       if (done) return;
@@ -390,12 +412,7 @@ class mpi_comm final : public communicator {
         std::fflush(stderr);
         MPI_Abort(MPI_COMM_WORLD, 1);
       }
-      if (polls < 64) {
-        std::this_thread::yield();
-        continue;
-      }
-      nap = std::min(std::max(nap * 2, std::chrono::microseconds(10)), std::chrono::microseconds(500));
-      std::this_thread::sleep_for(nap);
+      wait.pause();
     }
   }
 
@@ -493,6 +510,8 @@ class mpi_comm final : public communicator {
   std::vector<int> world_ranks_;  // by rank here: the rank in the run, which messages name
   std::uint64_t tag_ = 0;
   std::vector<pending*> pending_;  // broadcasts begun here whose requests are alive
+  mutable std::mutex kept_m_;
+  std::map<std::tuple<std::string, int, int>, std::unique_ptr<communicator>> kept_;  // split_kept()
 };
 
 /// A broadcast under way: MPI's request, moved on by done() and finished by
@@ -545,6 +564,7 @@ class mpi_comm::pending final : public communicator::request {
 /// Broadcasts still under way finish first: a request may outlive its
 /// communicator.
 mpi_comm::~mpi_comm() {
+  kept_.clear();  // communicators split from this one go first, while MPI is up
   int done = 0;
   MPI_Finalized(&done);
   for (pending* p : std::exchange(pending_, {})) p->detach(done != 0);

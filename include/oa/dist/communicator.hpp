@@ -107,6 +107,16 @@ class communicator {
   /// a reference to it: they must not outlive it.
   virtual std::unique_ptr<communicator> split(const std::string& call, int color, int key) = 0;
 
+  /// split() once per `purpose`: a later call with the same purpose, color
+  /// and key returns the communicator made the first time, with no
+  /// collective (a product splits its grid's rows and columns once per
+  /// grid, not once per product). `purpose` must be the same on every rank
+  /// (say, the grid's shape), so that every rank finds it kept or none does.
+  /// Kept as long as this communicator.
+  virtual communicator& split_kept(const std::string& call, const std::string& purpose, int color, int key) = 0;
+  /// How many communicators split_kept() keeps.
+  virtual std::size_t kept_splits() const = 0;
+
   /// Bytes moved to and from other ranks by this rank so far, over every
   /// communicator of the run.
   virtual std::uint64_t network_bytes() const noexcept = 0;

@@ -22,6 +22,7 @@
 #include <utility>
 #include <vector>
 
+#include "oa/core/backoff.hpp"
 #include "oa/core/runtime.hpp"
 #include "oa/linalg/gemm.hpp"
 #include "oa/dist/vector.hpp"
@@ -248,11 +249,8 @@ std::unique_ptr<summa_step<S>> overlapped(F&& work, B&& begin, std::exception_pt
   try {
     next = begin();
     // Until its broadcasts finish or the work does (then it is only waited for).
-    auto nap = std::chrono::microseconds(10);
-    while (next && !finished.load(std::memory_order_acquire) && !next->done()) {
-      std::this_thread::sleep_for(nap);
-      nap = std::min(nap * 2, std::chrono::microseconds(100));
-    }
+    oa::detail::backoff wait({.first = std::chrono::microseconds(10), .most = std::chrono::microseconds(100)});
+    while (next && !finished.load(std::memory_order_acquire) && !next->done()) wait.pause();
   } catch (...) {
     worker.join();
     throw;
@@ -293,15 +291,16 @@ matrix<S> gemm(const matrix<S>& a, const matrix<S>& b) {
       },
       a.shape_key() ^ (b.shape_key() << 2));
   const grid g = a.grid();
-  const auto row = c.split(call, g.row_of(c.rank()), g.col_of(c.rank()));
-  const auto col = c.split(call, g.col_of(c.rank()), g.row_of(c.rank()));
+  const std::string shape = std::to_string(g.rows) + " x " + std::to_string(g.cols);
+  communicator& row = c.split_kept(call, "oa::dist grid rows, " + shape, g.row_of(c.rank()), g.col_of(c.rank()));
+  communicator& col = c.split_kept(call, "oa::dist grid columns, " + shape, g.col_of(c.rank()), g.row_of(c.rank()));
   using block = typename matrix<S>::local_type;
   block cm = block::Zero(static_cast<Eigen::Index>(a.local_rows()), static_cast<Eigen::Index>(b.local_cols()));
   std::exception_ptr failed;
   const auto ps = detail::panels(a, b);
   // Step i + 1 begins while step i's product runs.
   const auto begin = [&](std::size_t i) {
-    return i < ps.size() ? std::make_unique<detail::summa_step<S>>(a, b, ps[i].first, ps[i].second, *row, *col, call)
+    return i < ps.size() ? std::make_unique<detail::summa_step<S>>(a, b, ps[i].first, ps[i].second, row, col, call)
                          : nullptr;
   };
   std::unique_ptr<detail::summa_step<S>> now = begin(0);
