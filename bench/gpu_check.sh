@@ -264,7 +264,7 @@ PY
       def ratio($a; $b):
         if $a == null or $b == null or $a.error or $b.error or $a.seconds == null or $b.seconds == null then "-"
         else ($b.seconds / $a.seconds | r3) + "x" end;
-      group_by([.workload, .elements])[]
+      group_by([.workload, .elements, (.host_memory // "pageable")])[]
       | (map({key: .mode, value: .}) | from_entries) as $m
       | $m.oa as $oa
       | (if $oa != null and ($oa.error | not) and (($oa.h2d_seconds // 0) > 0)
@@ -404,7 +404,7 @@ step() {
   if ((rc == 0)); then
     record passed "$took" "$name"
   elif (((deadline || ${MAX:-0}) && (rc == 124 || rc == 137))); then
-    echo "gpu_check: FAILED: $name was stopped by the phase's time limit after $took s"
+    echo "gpu_check: FAILED: $name was stopped by its time limit after $took s"
     failures+=("$name (stopped by the time limit)")
     record "timeout" "$took" "$name"
   else
@@ -489,6 +489,11 @@ if [[ $phase != probe ]]; then
   [[ -z "$no_gpu" ]] && archs=native
   NEED=60 step "configure" configure cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DOA_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs"
+  if [[ "$last_rc" != 0 && $archs == native ]]; then  # CMake could not tell the GPU's architecture
+    rm -f "$build/CMakeCache.txt"
+    NEED=60 step "configure for 80;90" configure-80-90 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DOA_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="80;90"
+  fi
   if [[ $phase == bars ]]; then
     NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench \
       oa-bandwidth

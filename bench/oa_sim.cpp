@@ -371,15 +371,17 @@ int run_check(const std::string& folder, const std::string& profile_path, const 
   // Faulting in as the engine did it in this run, where the probe did not
   // measure it: bytes faulted in per second of a faulting thread, over the
   // run's pageable streaming records.
-  if (p.params.at("new_prefault_gbps_per_thread").source.find("populate") == std::string::npos) {
+  const std::string populate_key =
+      p["new_prefault_huge"] > 0 ? "new_prefault_huge_gbps_per_thread" : "new_prefault_gbps_per_thread";
+  if (p.params.at(populate_key).source.find("populate") == std::string::npos) {
     double bytes = 0, seconds = 0;
     for (const auto& r : records)
       if (r.at("workload") != "gemm" && r.at("host_memory") == "pageable" && r.value("prefault_seconds", 0.0) > 0)
         bytes += r.at("d2h_bytes").get<double>(), seconds += r.at("prefault_seconds").get<double>();
     if (seconds > 0) {
-      p.set("new_prefault_gbps_per_thread", bytes / seconds / gb, "measured",
+      p.set(populate_key, bytes / seconds / gb, "measured",
             "bench.jsonl: d2h_bytes over prefault_seconds of the pageable streaming records (the probe had no populate)");
-      std::cout << "measured records: new_prefault_gbps_per_thread " << format("%.3f", bytes / seconds / gb) << '\n';
+      std::cout << "measured records: " << populate_key << " " << format("%.3f", bytes / seconds / gb) << '\n';
     }
   }
   for (const auto& r : records)
