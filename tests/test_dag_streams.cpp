@@ -5,7 +5,10 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <filesystem>
 #include <functional>
 #include <span>
 #include <stdexcept>
@@ -17,6 +20,7 @@
 #include <oa/linalg/gemm.hpp>
 #include <oa/oa.hpp>
 
+#include "core/perf_model.hpp"
 #include "core/scheduler.hpp"
 #include "support.hpp"
 
@@ -341,4 +345,59 @@ TEST_CASE("the time model of stages together: kernels' busy times add up beside 
   CHECK(abk >= 0.096);
   // Two stages whose kernels bound both share them: no gain.
   CHECK(t({both, both}, {0.08, 0.08}) >= 0.16);
+}
+
+TEST_CASE("placed by cost, stages still run together; what they measure together teaches the models nothing") {
+  const auto xs = inputs();
+  branches serial;
+  std::vector<oa::stage_report> alone;
+  {
+    config_scope cs(device(true));
+    serial = run_branches(xs);
+    alone = oa::reports();
+  }
+  // Models that put every stage on the device: a host far slower than it.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("oa_dag_cost_" + std::to_string(::getpid()) + ".json")).string();
+  oa::detail::perf_models seeded;
+  std::vector<std::string> ops;
+  for (const auto& r : alone) {
+    std::string op;
+    for (const auto& call : r.calls) op += (op.empty() ? "" : " + ") + call;
+    ops.push_back(op);
+    for (const double bytes : {1e3, 1e3, 1e9, 1e9}) {
+      seeded.record(op, "host", bytes, bytes * 1e-6);
+      seeded.record(op, "emulated", bytes, 1e-6);
+    }
+  }
+  seeded.save(path);
+  oa::config c = device(false);
+  c.placement = "cost";
+  c.perf_models = path;
+  branches dag;
+  std::vector<oa::stage_report> reps;
+  {
+    config_scope cs(c);
+    dag = run_branches(xs);
+    reps = oa::reports();
+  }
+  CHECK(dag.results == serial.results);
+  REQUIRE(dag.sums.size() == serial.sums.size());
+  for (std::size_t k = 0; k < dag.sums.size(); ++k) CHECK(dag.sums[k] == doctest::Approx(serial.sums[k]).epsilon(1e-14));
+  oa::detail::perf_models learned;
+  learned.load(path);
+  std::size_t joined = 0;
+  REQUIRE(reps.size() == alone.size());
+  for (std::size_t i = 0; i < reps.size(); ++i) {
+    CAPTURE(reps[i].placement_reason);
+    if (reps[i].units <= 1) continue;
+    CHECK(reps[i].device == "emulated");
+    CHECK(contains(reps[i].placement_reason, "cost model: host"));
+    // A stage run together took its share's time: not learned.
+    const std::size_t more = learned.samples(ops[i], "emulated") - seeded.samples(ops[i], "emulated");
+    CHECK(more == (together(reps[i]) ? 0u : 1u));
+    joined += together(reps[i]) ? 1 : 0;
+  }
+  CHECK(joined == 4);
+  std::filesystem::remove(path);
 }

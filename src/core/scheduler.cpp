@@ -165,9 +165,10 @@ void scheduler::log_ready() {
 
 /// What a stage's run leaves behind, on the evaluating thread: the models
 /// learn, a sticky fault retires the device, the report joins the log.
-void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where) {
+void scheduler::finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where, bool alone) {
   device& host = host_locked(st_);
-  if (by_cost_) {
+  // (A stage run together with others took its share's time, not its own.)
+  if (by_cost_ && alone) {
     learn(st_.models, cost, &where == &host ? device_group{} : device_group{{&where}}, rep);
     st_.models_learned = true;
   }
@@ -303,6 +304,22 @@ std::pair<placement, std::vector<runtime_state::device_entry*>> scheduler::capab
   return {place_stage(s, nodes_, needed_, *target.dev, host, threshold, target.failed), {}};
 }
 
+/// OA_PLACEMENT=cost: where stage i is predicted to finish first, the host
+/// or the devices `on` that can run it (`place` is the first's placement);
+/// its cost, and the prediction (0 while a side calibrates).
+placement scheduler::placed_by_cost(std::size_t i, placement place,
+                                    const std::vector<runtime_state::device_entry*>& on, stage_cost& cost,
+                                    double& predicted) {
+  const stage& s = stages_[i];
+  device& host = host_locked(st_);
+  runtime_state::device_entry& target = on.empty() ? st_.target() : *on.front();
+  // Resident copies count only where the stage reads them: on one device.
+  cost = cost_of(s, nodes_, needed_, on.size() > 1 ? nullptr : target.resident.get(), place.layout.get());
+  device_group group = on.size() > 1 ? group_of(on) : device_group{{target.dev.get()}};
+  if (st_.host_shares && !s.contraction && !c_.sequential) group.devices.push_back(&host);
+  return place_by_cost(cost, place, host, st_.models, predicted, group);
+}
+
 /// Places stage i and runs it (or starts it beside the device).
 void scheduler::run_one(std::size_t i, run_options& opt) {
   const stage& s = stages_[i];
@@ -316,18 +333,13 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   const bool host_shares = st_.host_shares && !s.contraction && !c_.sequential;
   stage_cost cost;
   double predicted = 0;
-  if (by_cost_) {
-    // Resident copies count only where the stage reads them: on one device.
-    cost = cost_of(s, nodes_, needed_, on.size() > 1 ? nullptr : target.resident.get(), place.layout.get());
-    device_group group = on.size() > 1 ? group_of(on) : device_group{{&dev}};
-    if (host_shares) group.devices.push_back(&host);
-    place = place_by_cost(cost, place, host, st_.models, predicted, group);
-  }
+  if (by_cost_) place = placed_by_cost(i, std::move(place), on, cost, predicted);
   device& where = *place.where;
   opt.placement_reason = place.reason;
   opt.streams = &where == &dev ? c_.streams : 0;  // a fallback host uses its own parallelism
   if (&where == &dev && (on.size() > 1 || host_shares)) return run_spread(i, opt, on, cost, predicted);
-  if (&where == &dev && &dev != &host && on.size() == 1 && !host_shares)
+  // (A stage still calibrating runs alone: its models learn its time alone.)
+  if (&where == &dev && &dev != &host && on.size() == 1 && !host_shares && (!by_cost_ || predicted > 0))
     if (std::vector<std::size_t> group = companions(i, target); !group.empty())
       return run_together(group, opt, target);
   prepare_residency(*target.resident, i, &where == &dev, opt, i);

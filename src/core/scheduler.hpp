@@ -93,7 +93,9 @@ class scheduler {
   void prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt,
                          std::size_t from) const;
   stage_report failed_report(const stage& s, const run_options& opt) const;
-  void finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where);
+  placement placed_by_cost(std::size_t i, placement place, const std::vector<runtime_state::device_entry*>& on,
+                           stage_cost& cost, double& predicted);
+  void finish(std::size_t i, stage_report rep, const stage_cost& cost, device& where, bool alone = true);
   void finish_spread(std::size_t i, stage_report rep, const stage_cost& cost,
                      const std::vector<runtime_state::device_entry*>& on, const std::vector<lost_device>& lost,
                      bool host_shared);

@@ -138,9 +138,9 @@ double scheduler::predicted_together(const std::vector<std::size_t>& group, std:
 /// unthrottled emulated one) nothing is predicted: one at a time. Empty
 /// when i runs alone.
 std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::device_entry& target) {
-  // Baselines run one stage at a time; cost models learn a stage's time alone.
+  // Baselines run one stage at a time.
   device& dev = *target.dev;
-  if (c_.serial_stages || c_.sequential || by_cost_ || st_.host_shares || reads_copies(i, target) ||
+  if (c_.serial_stages || c_.sequential || st_.host_shares || reads_copies(i, target) ||
       leaves_copy(i, dev))
     return {};
   const device_rates r = dev.rates();
@@ -162,8 +162,15 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
     double t = 0, j_alone = 0;
     try {
       auto [place, on] = capable(j);
-      if (on.size() != 1 || on.front() != &target || place.where != target.dev.get() || reads_copies(j, target) ||
-          leaves_copy(j, dev))
+      // By cost, a stage joins where it is predicted to finish first, and
+      // not while it calibrates (its models learn its time alone).
+      double predicted = 1;
+      if (by_cost_ && place.where == target.dev.get()) {
+        stage_cost cost;
+        place = placed_by_cost(j, std::move(place), on, cost, predicted);
+      }
+      if (on.size() != 1 || on.front() != &target || place.where != target.dev.get() || !(predicted > 0) ||
+          reads_copies(j, target) || leaves_copy(j, dev))
         continue;
       t = predicted_together(with, free, dev);
       j_alone = predicted_together({j}, free, dev);
@@ -226,6 +233,11 @@ std::vector<group_member> scheduler::members_of(const std::vector<std::size_t>& 
     try {
       if (j != group.front()) {
         auto [place, on] = capable(j);
+        if (by_cost_) {
+          stage_cost cost;
+          double predicted = 0;
+          place = placed_by_cost(j, std::move(place), on, cost, predicted);
+        }
         m.opt.placement_reason = place.reason;
         m.opt.streams = c_.streams;
       }
@@ -293,7 +305,7 @@ void scheduler::run_together(const std::vector<std::size_t>& group, run_options&
   }
   for (group_member& m : ms) {
     if (m.opt.trace) st_.log.add_trace(m.trace);
-    finish(m.stage, std::move(*m.rep), stage_cost{}, dev);
+    finish(m.stage, std::move(*m.rep), stage_cost{}, dev, false);
   }
 }
 
