@@ -401,3 +401,61 @@ TEST_CASE("placed by cost, stages still run together; what they measure together
   CHECK(joined == 4);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("the kernels' busy time is learned from a stage run alone and whole; not from one re-run in part, nor together") {
+  const auto xs = inputs();
+  const auto kernel_times = [](const std::string& op, double bytes) {
+    oa::detail::runtime_state& st = oa::detail::current_graph()->runtime();
+    const std::lock_guard lock(st.mutex);
+    return std::pair{st.kernel_times.samples(op, "emulated:0"), st.kernel_times.predict(op, "emulated:0", bytes)};
+  };
+  const auto op_of = [](const oa::stage_report& r) {
+    std::string op;
+    for (const auto& call : r.calls) op += (op.empty() ? "" : " + ") + call;
+    return op;
+  };
+  const auto sum_alone = [&] {
+    oa::clear_reports();
+    (void)oa::stl::transform_reduce(xs[0], xs[0], 0.0).get();
+    const auto reps = large_stages();
+    REQUIRE(reps.size() == 1);
+    CHECK(reps[0].device == "emulated:0");
+    const auto [n, predicted] = kernel_times(op_of(reps[0]), static_cast<double>(reps[0].h2d_bytes));
+    return std::tuple{reps[0], n, predicted};
+  };
+  // Twice alone and whole: two samples, the faster one predicted (by the
+  // bytes the stage touches: its input, and its partial sums' few).
+  oa::config c = device(true);
+  c.devices = "emulated:memory=1MiB:link_gbps=" + std::to_string(link_bound_gbps);
+  config_scope cs(c);
+  const auto [first, n1, p1] = sum_alone();
+  const auto [second, n2, p2] = sum_alone();
+  CHECK(n1 == 1);
+  CHECK(!p1);  // one sample is not trusted
+  CHECK(n2 == 2);
+  REQUIRE(p2);
+  CHECK(first.compute_seconds > 0);
+  CHECK(*p2 == doctest::Approx(std::min(first.compute_seconds, second.compute_seconds)).epsilon(1e-3));
+  // A chunk re-run on the host: the device's kernels did not run it all.
+  oa::config faulty = c;
+  faulty.devices += ":fail_launch=2";
+  config_scope faulty_scope(faulty);  // new devices: their times start afresh
+  const auto [rerun, n3, p3] = sum_alone();
+  CHECK(rerun.host_reruns >= 1);
+  CHECK(n3 == 0);
+  // Together with another stage: its share's busy time is not its own.
+  oa::config dag = c;
+  dag.serial_stages = false;
+  config_scope together_scope(dag);
+  oa::clear_reports();
+  auto [neg, twice] = two_of(xs[1]);
+  oa::lazy<double> s = oa::stl::transform_reduce(xs[0], xs[0], 0.0);
+  oa::evaluate();
+  const auto reps = large_stages();
+  REQUIRE(reps.size() == 2);
+  for (const auto& r : reps) {
+    CAPTURE(r.placement_reason);
+    CHECK(together(r));
+    CHECK(kernel_times(op_of(r), static_cast<double>(r.h2d_bytes)).first == 0);
+  }
+}
