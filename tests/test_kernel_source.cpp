@@ -4,14 +4,20 @@
 
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <oa/annotations/eigen_array.hpp>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <limits>
 #include <vector>
 
 #include "core/kernel_source.hpp"
 #include "core/planner.hpp"
 #include "support.hpp"
+#include "stderr_capture.hpp"
 #include "expression_library.hpp"
 #include "user_library/vecmath_oa.hpp"
 #include "workloads.hpp"
@@ -207,3 +213,71 @@ TEST_CASE("an expression's operations in the fused kernel: one temporary each, r
     check_compiles(r.kernel);
   }
 }
+
+#if defined(OA_HAS_CUDA)
+TEST_CASE("the kernel cache: a kernel compiled once is read back; a damaged or another key's entry is compiled afresh") {
+  namespace fs = std::filesystem;
+  const ArrayXd x = ArrayXd::Constant(100, 2.0);
+  oa::lazy<ArrayXd> call, put;
+  oa_workloads::blackscholes(oa::ref(x), oa::ref(x), oa::ref(x), oa::ref(x), oa::ref(x), call, put);
+  recorded_stage r;
+  const fs::path dir = fs::temp_directory_path() / ("oa_kernel_cache_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const char* before = std::getenv("OA_KERNEL_CACHE");
+  const std::string saved = before ? before : "";
+  ::setenv("OA_KERNEL_CACHE", dir.c_str(), 1);
+  const auto entries = [&] {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
+    return out;
+  };
+  const auto first = oa::cuda::compile(r.kernel, 9, 0);
+  CHECK(!first.from_cache);
+  REQUIRE(entries().size() == 1);
+  const fs::path entry = entries().front();
+  CHECK(entry.filename().string().rfind(r.kernel.name, 0) == 0);
+  const auto again = oa::cuda::compile(r.kernel, 9, 0);
+  CHECK(again.from_cache);
+  CHECK(again.cubin == first.cubin);
+  // Another architecture is another key: its own entry.
+  CHECK(!oa::cuda::compile(r.kernel, 8, 0).from_cache);
+  CHECK(entries().size() == 2);
+  // A truncated entry, and one whose key differs (another source under the
+  // same file name), are compiled afresh and replaced.
+  const auto size = fs::file_size(entry);
+  fs::resize_file(entry, size - 7);
+  const auto after_truncation = oa::cuda::compile(r.kernel, 9, 0);
+  CHECK(!after_truncation.from_cache);
+  CHECK(after_truncation.cubin == first.cubin);
+  CHECK(fs::file_size(entry) == size);
+  {
+    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(size - first.cubin.size() - 40));  // inside the key: the source's end
+    f.put('#');
+  }
+  CHECK(!oa::cuda::compile(r.kernel, 9, 0).from_cache);
+  CHECK(oa::cuda::compile(r.kernel, 9, 0).from_cache);
+  // Off: nothing read or written.
+  ::setenv("OA_KERNEL_CACHE", "off", 1);
+  fs::remove_all(dir);
+  CHECK(!oa::cuda::compile(r.kernel, 9, 0).from_cache);
+  CHECK(!fs::exists(dir));
+  // A folder that cannot be made (under a file): compiled, said once, no error.
+  fs::create_directories(dir);
+  { std::ofstream(dir / "file") << "x"; }
+  ::setenv("OA_KERNEL_CACHE", (dir / "file" / "kernels").c_str(), 1);
+  std::string log;
+  {
+    oa_test::stderr_capture err;
+    CHECK(oa::cuda::compile(r.kernel, 9, 0).cubin == first.cubin);
+    CHECK(!oa::cuda::compile(r.kernel, 9, 0).from_cache);
+    log = err.text();
+  }
+  CHECK(log.find("kernel cache cannot be kept") != std::string::npos);
+  if (before)
+    ::setenv("OA_KERNEL_CACHE", saved.c_str(), 1);
+  else
+    ::unsetenv("OA_KERNEL_CACHE");
+  fs::remove_all(dir);
+}
+#endif

@@ -2,10 +2,13 @@
 
 #include <nvrtc.h>
 
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <sstream>
 
+#include "cuda/kernel_cache.hpp"
 #include "oa/core/error.hpp"
 
 #ifndef OA_CUDA_INCLUDE_DIRS
@@ -34,15 +37,46 @@ std::vector<std::string> kernel_include_dirs() {
   return split_dirs(OA_CUDA_INCLUDE_DIRS);
 }
 
-compiled_kernel compile(const oa::detail::kernel_source& k, int major, int minor) {
-  nvrtcProgram prog = nullptr;
-  check(nvrtcCreateProgram(&prog, k.code.c_str(), (k.name + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
-  std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> guard(&prog, [](nvrtcProgram* p) { nvrtcDestroyProgram(p); });
+namespace {
 
+/// What a CUBIN depends on: the compiler, its options, the kernel.
+std::string cache_key(const oa::detail::kernel_source& k, const std::vector<std::string>& opts) {
+  int major = 0, minor = 0;
+  nvrtcVersion(&major, &minor);
+  std::string key = "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + "\n";
+  for (const auto& o : opts) key += o + "\n";
+  return key + k.name + "\n" + k.code;
+}
+
+compiled_kernel compile_now(const oa::detail::kernel_source& k, const std::vector<std::string>& opts);
+
+}  // namespace
+
+compiled_kernel compile(const oa::detail::kernel_source& k, int major, int minor) {
   // No fast math: results stay comparable with the CPU path.
   std::vector<std::string> opts = {"--gpu-architecture=sm_" + std::to_string(major * 10 + minor), "--std=c++17",
                                    "-default-device"};
   for (const auto& d : kernel_include_dirs()) opts.push_back("-I" + d);
+  const std::optional<std::string> dir = kernel_cache_dir();
+  if (!dir) return compile_now(k, opts);
+  const std::string key = cache_key(k, opts);
+  if (auto cubin = cached_cubin(*dir, k.name, key)) return {k.name, std::move(*cubin), {}, true};
+  compiled_kernel out = compile_now(k, opts);
+  std::string why;
+  static std::atomic<bool> said{false};
+  if (!keep_cubin(*dir, k.name, key, out.cubin, why) && !said.exchange(true))
+    std::fprintf(stderr, "oa: kernels are compiled anew each run: the kernel cache cannot be kept (%s; "
+                 "OA_KERNEL_CACHE names another folder, or off)\n", why.c_str());
+  return out;
+}
+
+namespace {
+
+compiled_kernel compile_now(const oa::detail::kernel_source& k, const std::vector<std::string>& opts) {
+  nvrtcProgram prog = nullptr;
+  check(nvrtcCreateProgram(&prog, k.code.c_str(), (k.name + ".cu").c_str(), 0, nullptr, nullptr), "nvrtcCreateProgram");
+  std::unique_ptr<nvrtcProgram, void (*)(nvrtcProgram*)> guard(&prog, [](nvrtcProgram* p) { nvrtcDestroyProgram(p); });
+
   std::vector<const char*> argv;
   for (const auto& o : opts) argv.push_back(o.c_str());
 
@@ -61,5 +95,7 @@ compiled_kernel compile(const oa::detail::kernel_source& k, int major, int minor
   check(nvrtcGetCUBIN(prog, out.cubin.data()), "nvrtcGetCUBIN");
   return out;
 }
+
+}  // namespace
 
 }  // namespace oa::cuda

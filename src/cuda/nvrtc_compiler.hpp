@@ -13,10 +13,13 @@ struct compiled_kernel {
   std::string name;
   std::vector<char> cubin;
   std::string log;  // compiler messages (warnings)
+  bool from_cache = false;  // read from the kernel cache (kernel_cache.hpp), not compiled
 };
 
-/// Compiles `k` for compute capability `major.minor` (e.g. 9.0) to CUBIN.
-/// Throws oa::error with the compiler's log when the source does not compile.
+/// Compiles `k` for compute capability `major.minor` (e.g. 9.0) to CUBIN, or
+/// takes the CUBIN compiled for exactly this source and these options from
+/// the kernel cache. Throws oa::error with the compiler's log when the
+/// source does not compile.
 compiled_kernel compile(const oa::detail::kernel_source& k, int major, int minor);
 
 /// Include directories for generated kernels (CCCL for CUB): OA_CUDA_INCLUDE
