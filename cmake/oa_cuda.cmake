@@ -47,7 +47,6 @@ function(oa_configure_cuda target)
   endforeach()
   list(JOIN dirs ":" dirs_joined)
   target_sources(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src/cuda/nvrtc_compiler.cpp
-                                   ${PROJECT_SOURCE_DIR}/src/cuda/kernel_cache.cpp
                                    ${PROJECT_SOURCE_DIR}/src/cuda/cuda_device.cpp
                                    ${PROJECT_SOURCE_DIR}/src/cuda/cuda_rates.cpp
                                    ${PROJECT_SOURCE_DIR}/src/cuda/gemm_cublas.cpp

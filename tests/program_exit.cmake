@@ -3,13 +3,13 @@
 #   -DPROGRAM=<path> -DARGS=<a|b|c> -DSET=<VAR=value|VAR=value>
 #   -DEXPECT_RC=<status> -DEXPECT=<regex>
 #   -DSTREAM=stderr (default; the whole of stderr must be that one line), stderr-first
-#    (its first line: CLI11 adds a hint) or stdout
+#    (its first line: CLI11 adds a hint), stderr-all (anywhere in all of it) or stdout
 #   -DALT_RC=<status> -DALT_EXPECT=<regex on stdout>: another accepted outcome
 #    (a run on a machine with a GPU, say)
 # Every other OA_* variable is unset, so the caller's environment cannot leak in.
 foreach(v CONFIG DEVICE DEVICE_MEMORY STREAMS CHUNK_BYTES HOST_THRESHOLD REPORT TRACE LINK_GBPS FAIL_LAUNCH
           FAIL_COPY FAIL_STICKY EMULATED_DEVICE_FUNCTIONS EMULATED_FUSED SEQUENTIAL CUDA_STAGING PROGRESS VERBOSE
-          STDPAR_MIN)
+          STDPAR_MIN PLACEMENT PERF_MODELS DEVICES SPREAD SERIAL_STAGES)
   unset(ENV{OA_${v}})
 endforeach()
 string(REPLACE "|" ";" set_list "${SET}")
@@ -33,6 +33,10 @@ endif()
 if(STREAM STREQUAL "stdout")
   if(NOT out MATCHES "${EXPECT}")
     message(FATAL_ERROR "stdout does not match '${EXPECT}':\n${out}")
+  endif()
+elseif(STREAM STREQUAL "stderr-all")
+  if(NOT err MATCHES "${EXPECT}")
+    message(FATAL_ERROR "stderr does not match '${EXPECT}':\n${err}")
   endif()
 elseif(STREAM STREQUAL "stderr-first")
   string(REGEX REPLACE "\n.*" "" line "${err}")

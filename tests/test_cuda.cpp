@@ -244,6 +244,7 @@ TEST_CASE("cuda: a budget too small for the smallest tiles is an error at get(),
 }
 
 int main(int argc, char** argv) {
+  ::setenv("OA_KERNEL_CACHE", "off", 0);  // the user's kernel cache left alone (test_main.cpp)
   std::string why;
   if (oa::cuda::usable_devices(&why) == 0) {
     const char* require = std::getenv("OA_TEST_REQUIRE_GPU");

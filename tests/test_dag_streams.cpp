@@ -407,6 +407,53 @@ TEST_CASE("placed by cost, stages still run together; what they measure together
   std::filesystem::remove(path);
 }
 
+TEST_CASE("placed by cost, a stage calibrating runs alone; once its models predict, it joins others") {
+  const auto xs = inputs();
+  std::vector<oa::stage_report> alone;
+  {
+    config_scope cs(device(true));
+    (void)run_branches(xs);
+    alone = oa::reports();
+  }
+  // The host measured (far slower than the device will be), the device not yet.
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("oa_dag_calibrate_" + std::to_string(::getpid()) + ".json")).string();
+  struct removed {
+    std::string path;
+    ~removed() { std::filesystem::remove(path); }
+  } cleanup{path};
+  oa::detail::perf_models seeded;
+  for (const auto& r : alone) {
+    std::string op;
+    for (const auto& call : r.calls) op += (op.empty() ? "" : " + ") + call;
+    for (const double bytes : {1e3, 1e3, 1e9, 1e9}) seeded.record(op, "host", bytes, bytes * 1e-6);
+  }
+  seeded.save(path);
+  oa::config c = device(false);
+  c.placement = "cost";
+  c.perf_models = path;
+  config_scope cs(c);
+  std::vector<std::size_t> calibrating, joined;
+  for (int e = 0; e < 3; ++e) {
+    oa::clear_reports();
+    (void)run_branches(xs);
+    calibrating.push_back(0), joined.push_back(0);
+    for (const auto& r : large_stages()) {
+      CAPTURE(e);
+      CAPTURE(r.placement_reason);
+      CHECK(r.device == "emulated");
+      const bool measuring = contains(r.placement_reason, "calibrating");
+      CHECK(!(measuring && together(r)));
+      calibrating.back() += measuring ? 1 : 0;
+      joined.back() += together(r) ? 1 : 0;
+    }
+  }
+  // Each kind of stage (a sum, a pair) measured twice in the first evaluation
+  // (two branches each): the next ones are placed by prediction, together.
+  CHECK(calibrating == std::vector<std::size_t>{4, 0, 0});
+  CHECK(joined == std::vector<std::size_t>{0, 4, 4});
+}
+
 TEST_CASE("the kernels' busy time is learned from a stage run alone and whole; not from one re-run in part, nor together") {
   const auto xs = inputs();
   const auto kernel_times = [](const std::string& op, double bytes) {

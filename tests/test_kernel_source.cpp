@@ -11,7 +11,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <limits>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "core/kernel_source.hpp"
@@ -25,6 +28,7 @@
 #if defined(OA_HAS_CUDA)
 #include "cuda/nvrtc_compiler.hpp"
 #endif
+#include "cuda/kernel_cache.hpp"
 
 using Eigen::ArrayXd;
 namespace d = oa::detail;
@@ -214,58 +218,144 @@ TEST_CASE("an expression's operations in the fused kernel: one temporary each, r
   }
 }
 
+namespace {
+
+namespace fs = std::filesystem;
+
+/// OA_KERNEL_CACHE set to a fresh folder while it lasts; the variable put
+/// back and the folder removed after, whatever the test did.
+class cache_folder {
+ public:
+  cache_folder() : dir_(fs::temp_directory_path() / ("oa_kernel_cache_" + std::to_string(::getpid()))) {
+    if (const char* e = std::getenv("OA_KERNEL_CACHE")) saved_ = e;
+    fs::remove_all(dir_);
+    ::setenv("OA_KERNEL_CACHE", dir_.c_str(), 1);
+  }
+  cache_folder(const cache_folder&) = delete;
+  cache_folder& operator=(const cache_folder&) = delete;
+  ~cache_folder() {
+    if (saved_)
+      ::setenv("OA_KERNEL_CACHE", saved_->c_str(), 1);
+    else
+      ::unsetenv("OA_KERNEL_CACHE");
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  const fs::path& dir() const { return dir_; }
+  std::vector<fs::path> entries() const {
+    std::vector<fs::path> out;
+    for (const auto& e : fs::directory_iterator(dir_)) out.push_back(e.path());
+    return out;
+  }
+
+ private:
+  fs::path dir_;
+  std::optional<std::string> saved_;
+};
+
+std::vector<char> file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void put_bytes(const fs::path& p, const std::vector<char>& bytes) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+}  // namespace
+
+TEST_CASE("kernel cache entries: read back only whole and for exactly their key; any damage is a miss") {
+  const cache_folder cache;
+  const std::string dir = cache.dir().string(), key = "nvrtc 13.0\n--gpu-architecture=sm_90\nk\nsource";
+  std::vector<char> cubin(3000);
+  for (std::size_t i = 0; i < cubin.size(); ++i) cubin[i] = static_cast<char>(i * 7 + 1);
+  CHECK(!oa::cuda::cached_cubin(dir, "k", key));  // nothing yet
+  std::string why;
+  REQUIRE(oa::cuda::keep_cubin(dir, "k", key, cubin, why));
+  REQUIRE(cache.entries().size() == 1);  // no temporary file left
+  const fs::path entry = cache.entries().front();
+  CHECK(entry.filename().string().rfind("k-", 0) == 0);
+  CHECK(oa::cuda::cached_cubin(dir, "k", key) == cubin);
+  CHECK(!oa::cuda::cached_cubin(dir, "k", key + " "));  // another key: its own file, absent
+  // A name that is no identifier stays inside the folder.
+  REQUIRE(oa::cuda::keep_cubin(dir, "../up/k", key, cubin, why));
+  CHECK(cache.entries().size() == 2);
+  CHECK(oa::cuda::cached_cubin(dir, "../up/k", key) == cubin);
+  const std::vector<char> whole = file_bytes(entry);
+  const auto damaged = [&](std::vector<char> bytes) {
+    put_bytes(entry, bytes);
+    return !oa::cuda::cached_cubin(dir, "k", key);
+  };
+  const std::size_t key_at = 16, size_at = key_at + key.size(), body_at = size_at + 16;
+  std::vector<char> b = whole;
+  b[0] = 'X';
+  CHECK(damaged(b));  // not an entry
+  b = whole;
+  b[key_at + 3] ^= 1;
+  CHECK(damaged(b));  // another key under this file name
+  b = whole;
+  b.resize(whole.size() - 1);
+  CHECK(damaged(b));  // truncated
+  b = whole;
+  b.push_back('x');
+  CHECK(damaged(b));  // trailing bytes
+  b = whole;
+  for (int i = 0; i < 8; ++i) b[size_at + static_cast<std::size_t>(i)] = static_cast<char>(0x7f);
+  CHECK(damaged(b));  // a size past the file (never allocated)
+  b = whole;
+  b[body_at + 1000] ^= 0x10;
+  CHECK(damaged(b));  // the body changed after it was written: its checksum
+  b.assign(whole.begin(), whole.begin() + 10);
+  CHECK(damaged(b));
+  CHECK(damaged({}));
+  put_bytes(entry, whole);
+  CHECK(oa::cuda::cached_cubin(dir, "k", key) == cubin);
+  // A folder that cannot be made: false, and why.
+  { std::ofstream(cache.dir() / "file") << "x"; }
+  CHECK(!oa::cuda::keep_cubin((cache.dir() / "file" / "sub").string(), "k", key, cubin, why));
+  CHECK(why.find("cannot create") != std::string::npos);
+}
+
 #if defined(OA_HAS_CUDA)
 TEST_CASE("the kernel cache: a kernel compiled once is read back; a damaged or another key's entry is compiled afresh") {
-  namespace fs = std::filesystem;
   const ArrayXd x = ArrayXd::Constant(100, 2.0);
   oa::lazy<ArrayXd> call, put;
   oa_workloads::blackscholes(oa::ref(x), oa::ref(x), oa::ref(x), oa::ref(x), oa::ref(x), call, put);
   recorded_stage r;
-  const fs::path dir = fs::temp_directory_path() / ("oa_kernel_cache_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  const char* before = std::getenv("OA_KERNEL_CACHE");
-  const std::string saved = before ? before : "";
-  ::setenv("OA_KERNEL_CACHE", dir.c_str(), 1);
-  const auto entries = [&] {
-    std::vector<fs::path> out;
-    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path());
-    return out;
-  };
+  const cache_folder cache;
   const auto first = oa::cuda::compile(r.kernel, 9, 0);
   CHECK(!first.from_cache);
-  REQUIRE(entries().size() == 1);
-  const fs::path entry = entries().front();
+  REQUIRE(cache.entries().size() == 1);
+  const fs::path entry = cache.entries().front();
   CHECK(entry.filename().string().rfind(r.kernel.name, 0) == 0);
   const auto again = oa::cuda::compile(r.kernel, 9, 0);
   CHECK(again.from_cache);
   CHECK(again.cubin == first.cubin);
+  // Refresh (what a CUBIN the driver refuses gets): compiled, and kept.
+  CHECK(!oa::cuda::compile(r.kernel, 9, 0, oa::cuda::kernel_cache_use::refresh).from_cache);
+  CHECK(oa::cuda::compile(r.kernel, 9, 0).from_cache);
   // Another architecture is another key: its own entry.
   CHECK(!oa::cuda::compile(r.kernel, 8, 0).from_cache);
-  CHECK(entries().size() == 2);
-  // A truncated entry, and one whose key differs (another source under the
-  // same file name), are compiled afresh and replaced.
+  CHECK(cache.entries().size() == 2);
+  // A damaged entry is compiled afresh and replaced.
   const auto size = fs::file_size(entry);
   fs::resize_file(entry, size - 7);
   const auto after_truncation = oa::cuda::compile(r.kernel, 9, 0);
   CHECK(!after_truncation.from_cache);
   CHECK(after_truncation.cubin == first.cubin);
   CHECK(fs::file_size(entry) == size);
-  {
-    std::fstream f(entry, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(size - first.cubin.size() - 40));  // inside the key: the source's end
-    f.put('#');
-  }
-  CHECK(!oa::cuda::compile(r.kernel, 9, 0).from_cache);
   CHECK(oa::cuda::compile(r.kernel, 9, 0).from_cache);
   // Off: nothing read or written.
   ::setenv("OA_KERNEL_CACHE", "off", 1);
-  fs::remove_all(dir);
+  fs::remove_all(cache.dir());
   CHECK(!oa::cuda::compile(r.kernel, 9, 0).from_cache);
-  CHECK(!fs::exists(dir));
-  // A folder that cannot be made (under a file): compiled, said once, no error.
-  fs::create_directories(dir);
-  { std::ofstream(dir / "file") << "x"; }
-  ::setenv("OA_KERNEL_CACHE", (dir / "file" / "kernels").c_str(), 1);
+  CHECK(!fs::exists(cache.dir()));
+  // A folder that cannot be made (under a file): compiled all the same, said
+  // on stderr (once a process), no error.
+  fs::create_directories(cache.dir());
+  { std::ofstream(cache.dir() / "file") << "x"; }
+  ::setenv("OA_KERNEL_CACHE", (cache.dir() / "file" / "kernels").c_str(), 1);
   std::string log;
   {
     oa_test::stderr_capture err;
@@ -274,10 +364,5 @@ TEST_CASE("the kernel cache: a kernel compiled once is read back; a damaged or a
     log = err.text();
   }
   CHECK(log.find("kernel cache cannot be kept") != std::string::npos);
-  if (before)
-    ::setenv("OA_KERNEL_CACHE", saved.c_str(), 1);
-  else
-    ::unsetenv("OA_KERNEL_CACHE");
-  fs::remove_all(dir);
 }
 #endif

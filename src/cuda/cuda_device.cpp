@@ -738,9 +738,18 @@ class cuda_device final : public device, private oa::detail::staging_port {
     oa::detail::kernel_source src;
     src.name = k.name;
     src.code = *k.source;
-    const compiled_kernel c = compile(src, props_.major, props_.minor);
+    compiled_kernel c = compile(src, props_.major, props_.minor);
     cudaLibrary_t lib = nullptr;
-    OA_CUDA_TRY(cudaLibraryLoadData(&lib, c.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    // A cached CUBIN the driver refuses is compiled again and replaced.
+    if (c.from_cache &&
+        cudaLibraryLoadData(&lib, c.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      lib = nullptr;
+      c = compile(src, props_.major, props_.minor, kernel_cache_use::refresh);
+    }
+    if (!lib) {
+      OA_CUDA_TRY(cudaLibraryLoadData(&lib, c.cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    }
     cudaKernel_t fn = nullptr;
     OA_CUDA_TRY(cudaLibraryGetKernel(&fn, lib, k.name.c_str()));
     libraries_.emplace(k.name, lib);

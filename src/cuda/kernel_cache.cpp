@@ -2,8 +2,8 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -18,18 +18,19 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char magic[8] = {'O', 'A', 'C', 'U', 'B', 'I', 'N', '1'};
+constexpr char magic[8] = {'O', 'A', 'C', 'U', 'B', 'I', 'N', '2'};
 
-/// FNV-1a, 64 bits: the entry's file name; the key inside decides.
-std::uint64_t fnv1a(const std::string& s) {
+/// FNV-1a, 64 bits: the entry's file name (the key inside decides) and the
+/// CUBIN's checksum (a body damaged after it was written is not loaded).
+std::uint64_t fnv1a(const char* p, std::size_t n) {
   std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 1099511628211ull;
   return h;
 }
 
 fs::path entry_path(const std::string& dir, const std::string& name, const std::string& key) {
   char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key)));
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(fnv1a(key.data(), key.size())));
   // Kernel names are identifiers; anything else is kept out of the file name.
   std::string safe = name.substr(0, 64);
   for (char& c : safe)
@@ -37,8 +38,43 @@ fs::path entry_path(const std::string& dir, const std::string& name, const std::
   return fs::path(dir) / (safe + "-" + hex + ".cubin");
 }
 
-bool read_size(std::istream& in, std::uint64_t& n) {
+bool read_u64(std::istream& in, std::uint64_t& n) {
   return static_cast<bool>(in.read(reinterpret_cast<char*>(&n), sizeof n));
+}
+
+bool write_all(int fd, const void* p, std::size_t n) {
+  const char* c = static_cast<const char*>(p);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, c, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    c += w, n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+/// Layout: magic, key size, key, CUBIN size, CUBIN checksum, CUBIN.
+std::optional<std::vector<char>> read_entry(const fs::path& path, const std::string& key) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::error_code ec;
+  const auto file_size = fs::file_size(path, ec);
+  if (ec) return std::nullopt;
+  char m[sizeof magic];
+  std::uint64_t key_size = 0, cubin_size = 0, sum = 0;
+  if (!in.read(m, sizeof m) || std::memcmp(m, magic, sizeof m) != 0 || !read_u64(in, key_size) ||
+      key_size != key.size())
+    return std::nullopt;
+  std::string stored(key_size, '\0');
+  if (!in.read(stored.data(), static_cast<std::streamsize>(key_size)) || stored != key || !read_u64(in, cubin_size) ||
+      !read_u64(in, sum))
+    return std::nullopt;
+  // Exactly the rest of the file (a size field past it is damage, not a request).
+  if (cubin_size == 0 || cubin_size != file_size - static_cast<std::uint64_t>(in.tellg())) return std::nullopt;
+  std::vector<char> cubin(cubin_size);
+  if (!in.read(cubin.data(), static_cast<std::streamsize>(cubin_size)) || fnv1a(cubin.data(), cubin.size()) != sum)
+    return std::nullopt;
+  return cubin;
 }
 
 }  // namespace
@@ -55,30 +91,16 @@ std::optional<std::string> kernel_cache_dir() {
 }
 
 std::optional<std::vector<char>> cached_cubin(const std::string& dir, const std::string& name,
-                                              const std::string& key) {
-  std::ifstream in(entry_path(dir, name, key), std::ios::binary);
-  if (!in) return std::nullopt;
-  char m[sizeof magic];
-  std::uint64_t key_size = 0, cubin_size = 0;
-  if (!in.read(m, sizeof m) || std::memcmp(m, magic, sizeof m) != 0 || !read_size(in, key_size) ||
-      key_size != key.size())
-    return std::nullopt;
-  std::string stored(key_size, '\0');
-  if (!in.read(stored.data(), static_cast<std::streamsize>(key_size)) || stored != key || !read_size(in, cubin_size))
-    return std::nullopt;
-  // (A size past what the file holds is a damaged entry, not a request.)
-  std::error_code ec;
-  const auto file_size = fs::file_size(entry_path(dir, name, key), ec);
-  if (ec || cubin_size == 0 || cubin_size > file_size) return std::nullopt;
-  std::vector<char> cubin(cubin_size);
-  if (!in.read(cubin.data(), static_cast<std::streamsize>(cubin_size)) || in.peek() != std::char_traits<char>::eof())
-    return std::nullopt;
-  return cubin;
+                                              const std::string& key) noexcept {
+  try {
+    return read_entry(entry_path(dir, name, key), key);
+  } catch (...) {
+    return std::nullopt;  // (memory for a damaged size, a file system's error: a miss)
+  }
 }
 
 bool keep_cubin(const std::string& dir, const std::string& name, const std::string& key,
                 const std::vector<char>& cubin, std::string& why) noexcept {
-  static std::atomic<unsigned> serial{0};
   try {
     std::error_code ec;
     fs::create_directories(dir, ec);
@@ -87,26 +109,28 @@ bool keep_cubin(const std::string& dir, const std::string& name, const std::stri
       return false;
     }
     const fs::path to = entry_path(dir, name, key);
-    fs::path tmp = to;
-    tmp += ".tmp." + std::to_string(::getpid()) + "." + std::to_string(serial++);
-    {
-      std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-      const std::uint64_t key_size = key.size(), cubin_size = cubin.size();
-      out.write(magic, sizeof magic);
-      out.write(reinterpret_cast<const char*>(&key_size), sizeof key_size);
-      out.write(key.data(), static_cast<std::streamsize>(key.size()));
-      out.write(reinterpret_cast<const char*>(&cubin_size), sizeof cubin_size);
-      out.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));
-      out.close();
-      if (!out) {
-        fs::remove(tmp, ec);
-        why = "cannot write " + tmp.string();
-        return false;
-      }
+    // A temporary file of our own (mkstemp: created, never an existing one
+    // or a link; readable by the user alone), renamed over the entry once whole.
+    std::string tmp = to.string() + ".tmp.XXXXXX";
+    const int fd = ::mkstemp(tmp.data());
+    if (fd < 0) {
+      why = "cannot create a file in " + dir + ": " + std::strerror(errno);
+      return false;
+    }
+    const std::uint64_t key_size = key.size(), cubin_size = cubin.size(),
+                        sum = fnv1a(cubin.data(), cubin.size());
+    const bool written = write_all(fd, magic, sizeof magic) && write_all(fd, &key_size, sizeof key_size) &&
+                         write_all(fd, key.data(), key.size()) && write_all(fd, &cubin_size, sizeof cubin_size) &&
+                         write_all(fd, &sum, sizeof sum) && write_all(fd, cubin.data(), cubin.size());
+    const int err = written ? 0 : errno;
+    if (::close(fd) != 0 || !written) {
+      fs::remove(tmp, ec);
+      why = "cannot write " + tmp + (err ? std::string(": ") + std::strerror(err) : std::string());
+      return false;
     }
     fs::rename(tmp, to, ec);
     if (ec) {
-      why = "cannot rename " + tmp.string() + " to " + to.string() + ": " + ec.message();
+      why = "cannot rename " + tmp + " to " + to.string() + ": " + ec.message();
       fs::remove(tmp, ec);
       return false;
     }

@@ -24,7 +24,8 @@ std::optional<std::string> kernel_cache_dir();
 
 /// The CUBIN cached for `key` in `dir`, if an entry for exactly that key is
 /// there and whole.
-std::optional<std::vector<char>> cached_cubin(const std::string& dir, const std::string& name, const std::string& key);
+std::optional<std::vector<char>> cached_cubin(const std::string& dir, const std::string& name,
+                                              const std::string& key) noexcept;
 
 /// Keeps `cubin` for `key`; false (with the reason in `why`) when it could
 /// not be written. Never throws: a cache that fails costs a compile.

@@ -1,6 +1,8 @@
 #include "cuda/nvrtc_compiler.hpp"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstdio>
@@ -39,12 +41,28 @@ std::vector<std::string> kernel_include_dirs() {
 
 namespace {
 
-/// What a CUBIN depends on: the compiler, its options, the kernel.
+/// A file as the key knows it: its path, size and time of change (an update
+/// of the toolkit within a version, a CCCL replaced in place).
+std::string identity(const std::string& path) {
+  struct stat st {};
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return path + " (none)";
+  return path + " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
+}
+
+/// What a CUBIN depends on: the compiler (its version and library file), its
+/// options, the CUB headers its include folders hold, and the kernel.
 std::string cache_key(const oa::detail::kernel_source& k, const std::vector<std::string>& opts) {
   int major = 0, minor = 0;
   nvrtcVersion(&major, &minor);
   std::string key = "nvrtc " + std::to_string(major) + "." + std::to_string(minor) + "\n";
-  for (const auto& o : opts) key += o + "\n";
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) != 0 && info.dli_fname)
+    key += "library " + identity(info.dli_fname) + "\n";
+  for (const auto& o : opts) {
+    key += o + "\n";
+    if (o.rfind("-I", 0) == 0) key += "cub " + identity(o.substr(2) + "/cub/version.cuh") + "\n";
+  }
   return key + k.name + "\n" + k.code;
 }
 
@@ -52,7 +70,7 @@ compiled_kernel compile_now(const oa::detail::kernel_source& k, const std::vecto
 
 }  // namespace
 
-compiled_kernel compile(const oa::detail::kernel_source& k, int major, int minor) {
+compiled_kernel compile(const oa::detail::kernel_source& k, int major, int minor, kernel_cache_use use) {
   // No fast math: results stay comparable with the CPU path.
   std::vector<std::string> opts = {"--gpu-architecture=sm_" + std::to_string(major * 10 + minor), "--std=c++17",
                                    "-default-device"};
@@ -60,7 +78,8 @@ compiled_kernel compile(const oa::detail::kernel_source& k, int major, int minor
   const std::optional<std::string> dir = kernel_cache_dir();
   if (!dir) return compile_now(k, opts);
   const std::string key = cache_key(k, opts);
-  if (auto cubin = cached_cubin(*dir, k.name, key)) return {k.name, std::move(*cubin), {}, true};
+  if (use == kernel_cache_use::read_write)
+    if (auto cubin = cached_cubin(*dir, k.name, key)) return {k.name, std::move(*cubin), {}, true};
   compiled_kernel out = compile_now(k, opts);
   std::string why;
   static std::atomic<bool> said{false};
