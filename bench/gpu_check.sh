@@ -18,7 +18,8 @@
 #                                         the quick probe, bandwidth, Black-Scholes at 8x the budget from
 #                                         pageable and pinned arrays, DGEMM n=16384 at 4x and 16x against
 #                                         in-core cuBLAS (pageable and pinned), a traced 2x run for oa-sim,
-#                                         the multi-kernel set at 64Mi through 256 MiB
+#                                         the multi-kernel set at 64Mi through 256 MiB (--no-node: not
+#                                         it, after a --phase node in the same session)
 #   bench/gpu_check.sh --summary DIR      only the summary of results folder D (no GPU needed)
 # Options of the phases: --build DIR (default build/gpu), --time-limit S (a phase stops starting steps that
 # would not end within S seconds of its start; default 540 for each phase
@@ -283,13 +284,14 @@ PY
 
 usage() {
   echo "usage: $0 [--phase all|probe|build-test|bench|gemm|node|bars] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
-    "[--sizes LIST]" >&2
+    "[--sizes LIST] [--no-node]" >&2
   echo "       $0 --summary RESULTS_DIR" >&2
   exit 2
 }
 
 phase=all
 time_limit=
+no_node=
 workloads=("${all_workloads[@]}")
 sizes=("${all_sizes[@]}")
 while (($#)); do
@@ -308,6 +310,10 @@ while (($#)); do
       [[ $# -ge 2 && -n "$2" ]] || usage
       build=$2
       shift 2
+      ;;
+    --no-node)
+      no_node=1
+      shift
       ;;
     --time-limit)
       [[ $# -ge 2 && "$2" =~ ^[0-9]+$ ]] || usage
@@ -731,7 +737,7 @@ PY
 fi
 
 # --- phase node: every device of the node at once ---
-if [[ $phase == all || $phase == node || ($phase == bars && -z "$no_gpu") ]]; then
+if [[ $phase == all || $phase == node || ($phase == bars && -z "$no_gpu" && -z "$no_node") ]]; then
   if [[ -n "$no_gpu" ]]; then
     skip "multi-kernel set, trace, cost placement on the GPU" "no GPU"
   elif needs "$build/bench/oa-bench" "oa-bench"; then
@@ -757,7 +763,7 @@ if [[ $phase == all || $phase == node || ($phase == bars && -z "$no_gpu") ]]; th
         python3 bench/trace_overlap.py "$raw/trace-dag-ensemble.json"
     fi
     if [[ $phase != bars ]]; then
-      NEED=180 step "placement by cost against host and GPU, 2^10 to 2^24 elements" cost-sweep \
+      NEED=60 MAX=180 step "placement by cost against host and GPU, 2^10 to 2^24 elements" cost-sweep \
         bash bench/cost_sweep.sh "$dir" "$build/bench/oa-bench" cuda
     fi
     gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | wc -l)
