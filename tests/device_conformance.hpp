@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "oa/core/device.hpp"
+#include "oa/core/process_clock.hpp"
 
 namespace oa_conformance {
 
@@ -144,6 +146,29 @@ void owning_stream_waits(oa::device& dev) {
   CHECK(done == 5);
 }
 
+/// Records and now() are on the process clock, whichever device: a host
+/// stage and a GPU stage land on one timeline in a trace.
+template <class Enqueue>
+void records_on_process_clock(oa::device& dev) {
+  (void)oa::process_epoch();
+  std::this_thread::sleep_for(10ms);  // the clock has run a while: a device's own epoch would differ
+  const auto s = dev.create_stream();
+  dev.set_recording(true);
+  (void)dev.take_records();
+  const double before = oa::process_seconds(std::chrono::steady_clock::now());
+  dev.launch_async(host_work<Enqueue>("nap", [] { std::this_thread::sleep_for(5ms); }), s);
+  dev.synchronize(s);
+  const double after = oa::process_seconds(std::chrono::steady_clock::now());
+  CHECK(std::abs(dev.now() - after) < 0.005);
+  const auto rs = dev.take_records();
+  dev.set_recording(false);
+  REQUIRE(rs.size() == 1);
+  CHECK(rs[0].begin >= before - 0.001);
+  CHECK(rs[0].end <= after + 0.001);
+  CHECK(rs[0].end - rs[0].begin >= 0.004);
+  dev.destroy_stream(s);
+}
+
 /// Every body, for one device.
 template <class Enqueue>
 void all(oa::device& dev) {
@@ -152,6 +177,7 @@ void all(oa::device& dev) {
   copies_round_trip<Enqueue>(dev);
   entries_see_their_stream<Enqueue>(dev);
   owning_stream_waits<Enqueue>(dev);
+  records_on_process_clock<Enqueue>(dev);
 }
 
 }  // namespace oa_conformance

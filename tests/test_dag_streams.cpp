@@ -9,13 +9,16 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <Eigen/Core>
+#include <nlohmann/json.hpp>
 #include <oa/annotations/stl.hpp>
 #include <oa/linalg/gemm.hpp>
 #include <oa/oa.hpp>
@@ -510,4 +513,85 @@ TEST_CASE("the kernels' busy time is learned from a stage run alone and whole; n
     CHECK(together(r));
     CHECK(kernel_times(op_of(r), static_cast<double>(r.h2d_bytes)).first == 0);
   }
+}
+
+TEST_CASE("a host stage goes as soon as its inputs are made, beside the device's independent work") {
+  // A score, a sort whose runs go to the device and whose merge is the
+  // host's, and a prefix sum: in program order the merge would come last,
+  // with nothing left to run beside it.
+  // (A sort's run takes 7 MiB of the device: a budget of 8.)
+  const std::size_t n = std::size_t{1} << 20, budget8 = std::size_t{8} << 20;  // 8 MiB: runs, then a merge
+  const std::vector<double> x = ramp(n, 0.75), w = ramp(n, 0.5);
+  std::vector<double> unsorted(n);
+  for (std::size_t i = 0; i < n; ++i) unsorted[i] = static_cast<double>((i * 7919) % n);
+  struct results {
+    double score;
+    std::vector<double> ranked, trend;
+  };
+  const auto run = [&] {
+    results r{0, unsorted, {}};
+    oa::lazy<double> score = oa::stl::transform_reduce(x, w, 0.0);
+    oa::stl::sort(r.ranked);
+    auto trend = oa::stl::inclusive_scan(x, std::plus<>{});
+    r.score = score.get();
+    r.trend = trend.get();
+    return r;
+  };
+  results one;
+  {
+    oa::config c = oa_test::emulated_config(budget8, 1.0);
+    c.serial_stages = true;
+    config_scope cs(c);
+    one = run();
+  }
+  const std::string trace =
+      (std::filesystem::temp_directory_path() / ("oa-test-host-beside-" + std::to_string(getpid()) + ".json")).string();
+  oa::config c = oa_test::emulated_config(budget8, 1.0);
+  c.trace = trace;
+  results dag;
+  {
+    config_scope cs(c);
+    dag = run();
+    for (const auto& r : oa::reports()) {
+      CAPTURE(r.calls.front());
+      CAPTURE(r.placement_reason);
+      if (contains(r.calls.front(), "sort (runs)")) CHECK(r.device == "emulated");  // as on a GPU
+      if (contains(r.calls.front(), "sort (merge)")) CHECK(r.device == "host");
+    }
+    oa::runtime::current().write_outputs();
+  }
+  CHECK(dag.ranked == one.ranked);
+  CHECK(dag.trend == one.trend);
+  CHECK(dag.score == doctest::Approx(one.score).epsilon(1e-14));
+  CHECK(std::is_sorted(dag.ranked.begin(), dag.ranked.end()));
+
+  // On the trace's one clock: the runs went to the device before the score
+  // (the merge waits for them, the score for nothing), and the merge ran on
+  // the host while the device worked for the other calls.
+  std::ifstream in(trace);
+  REQUIRE(in.good());
+  const nlohmann::json j = nlohmann::json::parse(in);
+  in.close();
+  std::filesystem::remove(trace);
+  std::map<int, std::string> process;
+  for (const auto& e : j.at("traceEvents"))
+    if (e.at("ph") == "M" && e.at("name") == "process_name") process[e.at("pid").get<int>()] = e.at("args").at("name");
+  std::vector<std::pair<double, double>> merge, others;
+  double runs_begin = 1e300, score_begin = 1e300;
+  for (const auto& e : j.at("traceEvents")) {
+    if (e.at("ph") != "X" || !e.contains("args") || !e.at("args").contains("stage")) continue;
+    const std::string stage = e.at("args").at("stage"), where = process.at(e.at("pid").get<int>());
+    const double begin = e.at("ts").get<double>(), end = begin + e.at("dur").get<double>();
+    if (where == "host" && contains(stage, "sort (merge)")) merge.emplace_back(begin, end);
+    if (where != "host" && !contains(stage, "sort")) others.emplace_back(begin, end);
+    if (where != "host" && contains(stage, "sort (runs)")) runs_begin = std::min(runs_begin, begin);
+    if (where != "host" && contains(stage, "transform_reduce")) score_begin = std::min(score_begin, begin);
+  }
+  CHECK(runs_begin < score_begin);
+  REQUIRE(!merge.empty());
+  REQUIRE(!others.empty());
+  bool beside = false;
+  for (const auto& m : merge)
+    for (const auto& o : others) beside = beside || (m.first < o.second && o.first < m.second);
+  CHECK(beside);
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "oa/core/error.hpp"
 #include "oa/core/memory.hpp"
 #include "oa/core/pinned.hpp"
+#include "oa/core/process_clock.hpp"
 
 namespace {
 
@@ -535,6 +537,15 @@ TEST_CASE_TEMPLATE("the launch contract, as every device keeps it (test_cuda run
                    emulated_dev, emulated_two_compute) {
   auto dev = F::make();
   oa_conformance::all<oa_conformance::direct>(*dev);
+}
+
+TEST_CASE_TEMPLATE("a device made later counts on the process clock too, not from its own start", F, host_dev,
+                   emulated_dev) {
+  (void)oa::process_epoch();
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto dev = F::make();
+  CHECK(std::abs(dev->now() - oa::process_seconds(std::chrono::steady_clock::now())) < 0.005);
+  CHECK(dev->now() >= 0.02);
 }
 
 TEST_CASE("emulated copy fault leaves the destination untouched") {

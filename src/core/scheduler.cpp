@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <numeric>
 
 #include "core/stage_graph.hpp"
 #include "core/stage_plan.hpp"
@@ -65,6 +66,8 @@ scheduler::scheduler(runtime_state& st, const config& c, const std::vector<call_
       needed_(values_needed_on_host(nodes, live, stages, &demanded_)),
       deps_(stage_dependencies(stages, nodes)),
       done_(stages.size(), false),
+      order_(stages.size()),
+      feeds_host_(stages.size(), false),
       evaluation_(++st.evaluations),
       by_cost_(c.placement == "cost"),
       reports_(stages.size()) {
@@ -344,9 +347,9 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
       return run_together(group, opt, target);
   prepare_residency(*target.resident, i, &where == &dev, opt, i);
   // (Not while the host takes shares of device stages: its streams are theirs too.)
-  const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host &&
-                      i + 1 < stages_.size() && std::find(deps_[i + 1].begin(), deps_[i + 1].end(), i) == deps_[i + 1].end();
+  const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host && beside_worth_it(i);
   if (beside) return start_beside(i, opt, cost, predicted);
+  if (&where == &host) collect_beside();  // one host stage at a time: the host's streams and records
   const std::size_t evicted_before = target.resident->evicted_bytes();
   stage_report rep = s.contraction ? run_contraction(s, nodes_, where, host, opt)
                                    : run_stage(s, nodes_, needed_, where, host, opt);
@@ -362,8 +365,69 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   finish(i, std::move(rep), cost, where);
 }
 
+/// Whether stage i goes to the host while a device is at hand (by
+/// threshold, capability or cost, as run_one would place it now) with work
+/// enough to be worth running beside the device: a megabyte of data or more
+/// (a reduction's initial value, a small stage, ends before it would matter).
+bool scheduler::bound_for_host(std::size_t i) {
+  constexpr double worth_beside = 1 << 20;
+  try {
+    if (cost_of(stages_[i], nodes_, needed_, nullptr).bytes < worth_beside) return false;
+    auto [place, on] = capable(i);
+    if (by_cost_ && !on.empty()) {
+      stage_cost cost;
+      double predicted = 0;
+      place = placed_by_cost(i, std::move(place), on, cost, predicted);
+    }
+    return place.where == &host_locked(st_);
+  } catch (...) {
+    return false;  // it meets its error when it runs
+  }
+}
+
+/// Program order, but the first stage bound for the host goes as soon as
+/// its inputs are made: the device stages it follows first (with others
+/// only where they would end about as soon), then it on the host lane while the rest run on the device. Left in its
+/// place it may come last, with nothing left to run beside it (a sort's
+/// merge after the device's independent work).
+void scheduler::order_stages() {
+  std::iota(order_.begin(), order_.end(), std::size_t{0});
+  if (stages_.size() < 3 || c_.serial_stages || c_.sequential || st_.host_shares || models_error_) return;
+  try {
+    if (&device_locked(st_) == &host_locked(st_)) return;
+  } catch (...) {
+    return;  // the device cannot be made: each stage says so in order
+  }
+  std::size_t h = 0;
+  while (h < stages_.size() && !bound_for_host(h)) ++h;
+  if (h == 0 || h == stages_.size()) return;  // first already, or none
+  std::vector<bool> before(stages_.size(), false);  // h's ancestors (a stage follows earlier ones only)
+  for (std::size_t j = h + 1; j-- > 0;)
+    if (j == h || before[j])
+      for (std::size_t k : deps_[j]) before[k] = true;
+  // Every other stage one it follows, and it last: nothing would run beside it.
+  if (h + 1 == stages_.size() && std::all_of(before.begin(), before.begin() + static_cast<std::ptrdiff_t>(h),
+                                             [](bool b) { return b; }))
+    return;
+  order_.clear();
+  for (std::size_t k = 0; k < h; ++k)
+    if (before[k]) order_.push_back(k), feeds_host_[k] = true;
+  order_.push_back(h);
+  for (std::size_t k = 0; k < stages_.size(); ++k)
+    if (k != h && !before[k]) order_.push_back(k);
+}
+
+/// A host stage runs beside the device when the next stage to run need not
+/// follow it.
+bool scheduler::beside_worth_it(std::size_t i) const {
+  auto it = std::find(order_.begin(), order_.end(), i);
+  while (it != order_.end() && (*it == i || done_[*it])) ++it;
+  return it != order_.end() && std::find(deps_[*it].begin(), deps_[*it].end(), i) == deps_[*it].end();
+}
+
 void scheduler::run() {
-  for (std::size_t i = 0; i < stages_.size(); ++i) {
+  order_stages();
+  for (std::size_t i : order_) {
     if (done_[i]) continue;  // ran together with an earlier stage
     // A stage that must follow the one beside the device waits for it.
     if (lane_.busy() && std::find(deps_[i].begin(), deps_[i].end(), lane_.stage()) != deps_[i].end())

@@ -76,6 +76,9 @@ class scheduler {
   };
 
   void read_models();
+  bool bound_for_host(std::size_t i);
+  void order_stages();
+  bool beside_worth_it(std::size_t i) const;
   run_options options_for(std::size_t i);
   void run_one(std::size_t i, run_options& opt);
   void run_spread(std::size_t i, run_options& opt, const std::vector<runtime_state::device_entry*>& on,
@@ -112,6 +115,8 @@ class scheduler {
   std::unordered_map<const value_state*, std::size_t> last_read_;  // the last stage reading each value
   std::vector<std::vector<std::size_t>> deps_;
   std::vector<bool> done_;  // run already (stages run together may run ahead of program order)
+  std::vector<std::size_t> order_;  // the order stages are taken in (order_stages)
+  std::vector<bool> feeds_host_;    // a stage the first host stage waits for: it goes first, company only if as soon
   const std::size_t evaluation_;  // the runtime's count, for the reports
   const bool by_cost_;
   std::exception_ptr models_error_;  // every stage fails with it: the caller named a file oa cannot use

@@ -22,6 +22,7 @@ namespace {
 constexpr std::size_t most_together = 4;  // stages on one device at once
 constexpr std::size_t look_ahead = 16;    // stages looked at past the first
 constexpr double worth_it = 0.9;          // together must be predicted this much faster than one at a time
+constexpr double host_waits = 1.1;        // what the host's stage may wait longer for its inputs, at most
 }  // namespace
 
 double predicted_seconds(const std::vector<member_cost>& ms, double share, int slots, const device_rates& r) {
@@ -152,6 +153,7 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
   const std::size_t free = budget - std::min(budget, held);
   std::vector<std::size_t> group{i};
   double seconds = predicted_together(group, free, dev), alone = seconds;
+  const double alone_i = seconds;
   for (std::size_t j = i + 1; j < stages_.size() && j <= i + look_ahead && group.size() < most_together; ++j) {
     if (done_[j]) continue;
     bool ready = true;
@@ -178,6 +180,9 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
       continue;  // a stage that cannot be looked at runs alone, and meets its error there
     }
     if (t >= worth_it * (seconds + j_alone)) continue;
+    // A stage the host's next stage waits for takes company only where it
+    // would end about as soon.
+    if (feeds_host_[i] && t > host_waits * alone_i) continue;
     group = std::move(with);
     seconds = t;
     alone += j_alone;

@@ -34,6 +34,7 @@
 #include "cuda/cuda_rates.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "oa/core/pinned.hpp"
+#include "oa/core/process_clock.hpp"
 #include "oa/cuda/error.hpp"
 
 namespace oa::cuda {
@@ -208,7 +209,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
   explicit cuda_device(const options& opt)
       : opt_(opt),
         pool_(copy_threads(opt)),
-        epoch_host_(std::chrono::steady_clock::now()) {
+        epoch_host_(process_epoch()) {
     OA_CUDA_TRY(cudaSetDevice(opt.ordinal));
     OA_CUDA_TRY(cudaGetDeviceProperties(&props_, opt.ordinal));
     std::size_t free = 0, total = 0;
@@ -512,19 +513,20 @@ class cuda_device final : public device, private oa::detail::staging_port {
   // ---- timeline ----------------------------------------------------------------------
   void set_recording(bool on) override {
     if (on) {
-      // A fresh epoch: event times are float milliseconds since it; host
-      // spans (staging, pinning) count from the moment it completed.
+      // A fresh epoch: event times are float milliseconds since it (close
+      // to it, for their precision), placed on the process clock at the
+      // moment the host saw it complete.
       OA_CUDA_TRY(cudaEventRecord(epoch_, alloc_stream_));
       OA_CUDA_TRY(cudaEventSynchronize(epoch_));
     }
-    const auto host_epoch = std::chrono::steady_clock::now();
+    const double seen = process_seconds(std::chrono::steady_clock::now());
     {
       std::lock_guard lock(mutex_);
       recording_ = on;
-      if (on) recording_epoch_ = host_epoch;
+      if (on) epoch_seconds_ = seen;
     }
     std::lock_guard lock(staging_mutex_);
-    if (staging_) staging_->record_spans(on, host_epoch);
+    if (staging_) staging_->record_spans(on, epoch_host_);
   }
 
   void prepare(const generated_kernel& k) override { (void)kernel(k); }
@@ -543,8 +545,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
     std::lock_guard lock(mutex_);
     registered_.push_back(p);
     if (recording_) {
-      const auto since = [&](auto t) { return std::chrono::duration<double>(t - recording_epoch_).count(); };
-      pins_.push_back({phase::pin, -1, since(t0), since(t1), bytes, {}});
+      pins_.push_back({phase::pin, -1, process_seconds(t0), process_seconds(t1), bytes, {}});
     }
   }
   void host_memory_done(const void* p) noexcept override {
@@ -558,10 +559,12 @@ class cuda_device final : public device, private oa::detail::staging_port {
   std::vector<op_record> take_records() override {
     std::vector<timed_op> ops;
     std::vector<op_record> out;
+    double epoch_seconds = 0;
     {
       std::lock_guard lock(mutex_);
       ops.swap(ops_);
       out.swap(pins_);
+      epoch_seconds = epoch_seconds_;
     }
     {
       std::lock_guard lock(staging_mutex_);
@@ -572,7 +575,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
       float b = 0, e = 0;
       if (cudaEventSynchronize(op.end) == cudaSuccess && cudaEventElapsedTime(&b, epoch_, op.begin) == cudaSuccess &&
           cudaEventElapsedTime(&e, epoch_, op.end) == cudaSuccess)
-        out.push_back({op.what, op.stream, b / 1e3, e / 1e3, op.bytes, op.label});
+        out.push_back({op.what, op.stream, epoch_seconds + b / 1e3, epoch_seconds + e / 1e3, op.bytes, op.label});
       release(op);
     }
     (void)cudaGetLastError();
@@ -632,7 +635,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
       so.fill_threads = so.drain_threads = copy_threads(opt_);
       staging_ = std::make_unique<oa::detail::staging_engine>(static_cast<staging_port&>(*this), pinned_memory(), so);
       std::lock_guard rlock(mutex_);
-      staging_->record_spans(recording_, recording_epoch_);
+      staging_->record_spans(recording_, epoch_host_);
     }
     return *staging_;
   }
@@ -777,7 +780,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
   std::function<bool(std::size_t)> oom_handler_;  // under mutex_
   std::vector<stream_state> streams_;
   bool recording_ = false;
-  std::chrono::steady_clock::time_point recording_epoch_{};  // host spans count from it (under mutex_)
+  double epoch_seconds_ = 0;  // the epoch event on the process clock (under mutex_)
   std::vector<op_record> pins_;  // host memory pinned while recording (under mutex_)
   std::vector<timed_op> ops_;
   std::vector<const void*> registered_;

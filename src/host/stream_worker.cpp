@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "oa/core/error.hpp"
+#include "oa/core/process_clock.hpp"
 #include "oa/core/runtime.hpp"
 
 namespace oa::detail {
@@ -145,7 +146,7 @@ void fifo_engine::loop() {
 
 // --- stream_device ----------------------------------------------------------
 
-stream_device::stream_device(std::string api) : api_(std::move(api)), epoch_(std::chrono::steady_clock::now()) {}
+stream_device::stream_device(std::string api) : api_(std::move(api)), epoch_(process_epoch()) {}
 
 std::string stream_device::function_name(const char* method) const { return api_ + "::" + method; }
 

@@ -46,7 +46,8 @@ const char* to_string(device_kind k) noexcept;
 enum class phase { h2d, compute, d2h, fill, drain, prefault, pin };
 const char* to_string(phase p) noexcept;
 
-/// One operation as the device ran it (seconds since the device's epoch).
+/// One operation as the device ran it (seconds on the process clock,
+/// oa/core/process_clock.hpp: every device's on one timeline).
 struct op_record {
   phase what;
   int stream;
@@ -204,7 +205,7 @@ class device {
   // Timeline of completed operations, for reports and traces.
   virtual void set_recording(bool on) = 0;
   virtual std::vector<op_record> take_records() = 0;
-  /// Seconds since the device's epoch (the clock of op_record).
+  /// Seconds on the process clock (that of op_record).
   virtual double now() const = 0;
 };
 
