@@ -15,6 +15,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <Eigen/Core>
@@ -594,4 +595,37 @@ TEST_CASE("a host stage goes as soon as its inputs are made, beside the device's
   for (const auto& m : merge)
     for (const auto& o : others) beside = beside || (m.first < o.second && o.first < m.second);
   CHECK(beside);
+}
+
+/// m += 1 in place, on the host only: a library function with no device version.
+inline constexpr auto bump_cols_oa = oa::annotate<"test::bump_cols">(
+    oa::cpu([](auto& m) { m.array() += 1.0; }), oa::args(oa::mut<oa::split::cols>("m")));
+
+TEST_CASE("a host stage run ahead of program order leaves the copies earlier stages still read") {
+  // The product's result stays on the device for the scaling after it; the
+  // host's update of B must follow the product (which reads B), not the
+  // scaling, so it goes first, ahead of the scaling: the result's copy is
+  // still the scaling's to read (its host storage never held it).
+  const Eigen::MatrixXd a = Eigen::MatrixXd::Constant(512, 512, 0.5);
+  const auto run = [&](bool serial) {
+    oa::config c = oa_test::emulated_config(std::size_t{8} << 20, 1.0);
+    c.serial_stages = serial;
+    config_scope cs(c);
+    Eigen::MatrixXd b = Eigen::MatrixXd::Constant(512, 512, 0.25);  // 2 MiB
+    oa::lazy<Eigen::MatrixXd> r = scale_matrix_oa(oa::linalg::product(a, b), 3.0);
+    bump_cols_oa(b);
+    oa::evaluate();
+    std::vector<std::string> where;
+    for (const auto& rep : oa::reports()) where.push_back(rep.calls.front() + " on " + rep.device);
+    return std::make_tuple(r.get(), Eigen::MatrixXd(b), where);
+  };
+  const auto [r1, b1, where1] = run(true);
+  const auto [r2, b2, where2] = run(false);
+  CAPTURE(where2);
+  CHECK(r1(3, 4) == doctest::Approx(3 * 512 * 0.125));
+  CHECK(r2 == r1);
+  CHECK(b2 == b1);
+  CHECK(b2(7, 9) == 1.25);
+  REQUIRE(where2.size() == 3);
+  CHECK(contains(where2[2], "test::bump_cols on host"));
 }

@@ -101,6 +101,12 @@ bool scheduler::reads_later(const value_state* v, std::size_t i) const {
   return it != last_read_.end() && it->second >= i;
 }
 
+/// The first stage in program order not yet run (stages run out of order:
+/// one before it may still read a copy).
+std::size_t scheduler::first_pending() const {
+  return static_cast<std::size_t>(std::find(done_.begin(), done_.end(), false) - done_.begin());
+}
+
 /// Resident copies around stage `i` (placed on `res`'s device when
 /// `on_device`): copies no stage from `from` (the first not yet run) on
 /// reads are dropped; copies only
@@ -240,7 +246,7 @@ run_options scheduler::options_for(std::size_t i) {
 /// C, go to all not lost, each reading the host's data.
 void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<runtime_state::device_entry*>& on,
                            const stage_cost& cost, double predicted) {
-  for (auto* e : on) prepare_residency(*e->resident, i, false, opt, i);
+  for (auto* e : on) prepare_residency(*e->resident, i, false, opt, first_pending());
   opt.whole_copies = false;
   opt.spread_even = c_.spread == "even";
   opt.host_share = st_.host_shares && !stages_[i].contraction && !c_.sequential;
@@ -345,7 +351,7 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   if (&where == &dev && &dev != &host && on.size() == 1 && !host_shares && (!by_cost_ || predicted > 0))
     if (std::vector<std::size_t> group = companions(i, target); !group.empty())
       return run_together(group, opt, target);
-  prepare_residency(*target.resident, i, &where == &dev, opt, i);
+  prepare_residency(*target.resident, i, &where == &dev, opt, first_pending());
   // (Not while the host takes shares of device stages: its streams are theirs too.)
   const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host && beside_worth_it(i);
   if (beside) return start_beside(i, opt, cost, predicted);

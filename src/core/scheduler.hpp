@@ -93,6 +93,7 @@ class scheduler {
                                         runtime_state::device_entry& target);
   void run_together(const std::vector<std::size_t>& group, run_options& first, runtime_state::device_entry& target);
   bool reads_later(const value_state* v, std::size_t i) const;
+  std::size_t first_pending() const;
   void prepare_residency(residency& res, std::size_t i, bool on_device, run_options& opt,
                          std::size_t from) const;
   stage_report failed_report(const stage& s, const run_options& opt) const;

@@ -246,7 +246,7 @@ std::vector<group_member> scheduler::members_of(const std::vector<std::size_t>& 
         m.opt.placement_reason = place.reason;
         m.opt.streams = c_.streams;
       }
-      prepare_residency(*target.resident, j, false, m.opt, group.front());
+      prepare_residency(*target.resident, j, false, m.opt, first_pending());
     } catch (...) {
       if (j == group.front()) throw;
       continue;
