@@ -271,7 +271,8 @@ void scheduler::start_beside(std::size_t i, const run_options& opt, const stage_
     run_options mine = opt;
     mine.trace = c_.trace.empty() ? nullptr : &own_trace;
     try {
-      return run_stage(s, nodes_, needed_, host, host, mine);
+      return s.contraction ? run_contraction(s, nodes_, host, host, mine)
+                           : run_stage(s, nodes_, needed_, host, host, mine);
     } catch (...) {
       return failed_report(s, mine);
     }
