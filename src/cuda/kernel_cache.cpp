@@ -12,6 +12,8 @@
 #include <fstream>
 #include <system_error>
 
+#include "oa/core/fnv1a.hpp"
+
 namespace oa::cuda {
 
 namespace {
@@ -20,13 +22,9 @@ namespace fs = std::filesystem;
 
 constexpr char magic[8] = {'O', 'A', 'C', 'U', 'B', 'I', 'N', '2'};
 
-/// FNV-1a, 64 bits: the entry's file name (the key inside decides) and the
-/// CUBIN's checksum (a body damaged after it was written is not loaded).
-std::uint64_t fnv1a(const char* p, std::size_t n) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ static_cast<unsigned char>(p[i])) * 1099511628211ull;
-  return h;
-}
+/// FNV-1a: the entry's file name (the key inside decides) and the CUBIN's
+/// checksum (a body damaged after it was written is not loaded).
+std::uint64_t fnv1a(const char* p, std::size_t n) { return oa::detail::fnv1a(std::string_view(p, n)); }
 
 fs::path entry_path(const std::string& dir, const std::string& name, const std::string& key) {
   char hex[17];

@@ -12,6 +12,7 @@
 
 #include "oa/core/backoff.hpp"
 #include "oa/core/config.hpp"
+#include "oa/core/fnv1a.hpp"
 #include "oa/core/runtime.hpp"
 
 #if OA_HAS_MPI
@@ -104,12 +105,7 @@ struct header {
     return name_hash == o.name_hash && name_size == o.name_size && std::strncmp(call, o.call, sizeof call) == 0;
   }
 
-  /// FNV-1a.
-  static std::uint64_t hash_of(const std::string& s) {
-    std::uint64_t h = 0xcbf29ce484222325u;
-    for (unsigned char ch : s) h = (h ^ ch) * 0x100000001b3u;
-    return h;
-  }
+  static std::uint64_t hash_of(const std::string& s) { return oa::detail::fnv1a(s); }
 };
 
 /// What every communicator of the run shares: the thread level, whether

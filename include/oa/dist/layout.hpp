@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "oa/core/error.hpp"
+#include "oa/core/fnv1a.hpp"
 
 namespace oa::dist {
 
@@ -48,8 +49,8 @@ class layout {
   /// A key of the layout (FNV-1a of its counts): ranks compare keys to know
   /// they take a value to be laid out alike.
   std::uint64_t key() const noexcept {
-    std::uint64_t h = 0xcbf29ce484222325u;
-    for (std::size_t o : offsets_) h = (h ^ o) * 0x100000001b3u;
+    std::uint64_t h = oa::detail::fnv1a_basis;
+    for (std::size_t o : offsets_) h = oa::detail::fnv1a_word(o, h);
     return h;
   }
 
