@@ -6,6 +6,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <oa/oa.hpp>
 #include <random>
 #include <span>
@@ -13,6 +14,17 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+// The element types of the typed tests. With OA_TEST_FEW_TYPES (the
+// sanitizer presets, and the OpenMP build of test_eigen_offload), one 4-byte
+// integer and one 8-byte floating type: what those builds check (memory,
+// threads, Eigen's OpenMP products) takes the same paths for the other two,
+// which the release suite runs; they would add compile time, not paths.
+#ifdef OA_TEST_FEW_TYPES
+#define OA_TEST_ELEMENT_TYPES std::int32_t, double
+#else
+#define OA_TEST_ELEMENT_TYPES std::int32_t, std::int64_t, float, double
+#endif
 
 namespace oa_test {
 

@@ -129,10 +129,18 @@ constexpr double tolerance() {
 using MatrixXdR = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MatrixXfR = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
+#ifdef OA_TEST_FEW_TYPES  // see support.hpp: both scalars and both storage orders, each once
+#define OA_TEST_MATRIX_TYPES Eigen::MatrixXd, MatrixXfR
+#define OA_TEST_SCALAR_TYPES double
+#else
+#define OA_TEST_MATRIX_TYPES Eigen::MatrixXd, Eigen::MatrixXf, MatrixXdR, MatrixXfR
+#define OA_TEST_SCALAR_TYPES double, float
+#endif
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("every product form Eigen sends to GEMM runs through the engine and matches Eigen", M,
-                   Eigen::MatrixXd, Eigen::MatrixXf, MatrixXdR, MatrixXfR) {
+                   OA_TEST_MATRIX_TYPES) {
   using S = typename M::Scalar;
   constexpr double tol = tolerance<M>();
   const Eigen::Index m = 97, n = 83, k = 71;
@@ -201,7 +209,7 @@ void gemv_differential(const oa::config& cfg, double tol, F f) {
 }  // namespace
 
 TEST_CASE_TEMPLATE("matrix-vector products run through the engine on the host's cores and match Eigen", M,
-                   Eigen::MatrixXd, Eigen::MatrixXf, MatrixXdR, MatrixXfR) {
+                   OA_TEST_MATRIX_TYPES) {
   using S = typename M::Scalar;
   using V = Eigen::Matrix<S, Eigen::Dynamic, 1>;
   using RV = Eigen::Matrix<S, 1, Eigen::Dynamic>;
@@ -336,7 +344,7 @@ TEST_CASE("a failing engine leaves the product to Eigen, C intact, and says why"
 
 // ---- coefficient-wise assignments ------------------------------------------------
 
-TEST_CASE_TEMPLATE("coefficient-wise assignments run as engine stages and match Eigen", S, double, float) {
+TEST_CASE_TEMPLATE("coefficient-wise assignments run as engine stages and match Eigen", S, OA_TEST_SCALAR_TYPES) {
   using A = Eigen::Array<S, Eigen::Dynamic, 1>;
   const double tol = std::is_same_v<S, double> ? 1e-13 : 1e-5;
   const Eigen::Index n = 10007;  // not a multiple of any chunk
@@ -537,8 +545,8 @@ std::size_t engine_reductions() {
 }
 }  // namespace
 
-TEST_CASE_TEMPLATE("reductions of arrays, matrices and expressions run through the engine and match Eigen", S, double,
-                   float) {
+TEST_CASE_TEMPLATE("reductions of arrays, matrices and expressions run through the engine and match Eigen", S,
+                   OA_TEST_SCALAR_TYPES) {
   using A = Eigen::Array<S, Eigen::Dynamic, 1>;
   using M = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic>;
   const double tol = std::is_same_v<S, double> ? 1e-12 : 2e-4;  // summation order differs
@@ -721,7 +729,7 @@ bool same_value(double got, double want) { return std::isnan(want) ? std::isnan(
 }  // namespace
 
 TEST_CASE_TEMPLATE("minCoeff and maxCoeff: any NaN gives NaN, through the hook and lazily, on every device and chunking",
-                   S, double, float) {
+                   S, OA_TEST_SCALAR_TYPES) {
   oa::config fused = with_elements_min(oa_test::emulated_config(64 << 10), 0);
   fused.emulated_fused = true;
   for (const oa::config& cfg :

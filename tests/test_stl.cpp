@@ -97,7 +97,7 @@ struct square_plus_one {  // a user functor: the host path
 
 }  // namespace
 
-TEST_CASE_TEMPLATE("element-wise algorithms equal the standard ones", T, std::int32_t, std::int64_t, float, double) {
+TEST_CASE_TEMPLATE("element-wise algorithms equal the standard ones", T, OA_TEST_ELEMENT_TYPES) {
   on_every_config([](std::size_t n) {
       const std::vector<T> a = random_vector<T>(n, 1 + n), b = random_vector<T>(n, 2 + n);
       std::vector<T> want(n);
@@ -126,7 +126,7 @@ TEST_CASE_TEMPLATE("element-wise algorithms equal the standard ones", T, std::in
   });
 }
 
-TEST_CASE_TEMPLATE("reductions equal the standard ones", T, std::int32_t, std::int64_t, float, double) {
+TEST_CASE_TEMPLATE("reductions equal the standard ones", T, OA_TEST_ELEMENT_TYPES) {
   on_every_config([](std::size_t n) {
       const std::vector<T> a = random_vector<T>(n, 11 + n), b = random_vector<T>(n, 12 + n);
       const T init = T(5);
@@ -284,8 +284,7 @@ TEST_CASE("scans carry across many blocks and chunks, and stay within the budget
   }
 }
 
-TEST_CASE_TEMPLATE("sort: many runs, duplicates, sorted and reversed input, both orders", T, std::int32_t,
-                   std::int64_t, float, double) {
+TEST_CASE_TEMPLATE("sort: many runs, duplicates, sorted and reversed input, both orders", T, OA_TEST_ELEMENT_TYPES) {
   // 12 runs of 2^18 elements and a short one; chunks of a few runs.
   const std::size_t n = 3 * (std::size_t{1} << 20) + 12345;
   std::vector<T> random = random_vector<T>(n, 17);  // values from a small set: many duplicates
