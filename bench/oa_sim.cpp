@@ -144,8 +144,11 @@ double run_graph(graph& g, nlohmann::json& r, const std::string& trace) {
   return o.makespan;
 }
 
+/// Predicts one oa-bench run. With `ran` (a record of the run), the run as
+/// it went: its chunks and streams, or its tiles, from the record; else as
+/// oa's planner would cut it on the profile's rates.
 nlohmann::json predict_one(const profile& p, const bench_args& a, const std::string& mode, const std::string& design,
-                           const std::string& trace = "") {
+                           const std::string& trace = "", const nlohmann::json* ran = nullptr) {
   const bool sequential = mode == "sequential", fresh = design == "new";
   const staging s = a.host_memory == "pinned" ? staging::pinned_host : staging::pinned_buffers;
   nlohmann::json r{{"workload", a.workload}, {"mode", mode}, {"design", design}, {"host_memory", a.host_memory},
@@ -154,9 +157,10 @@ nlohmann::json predict_one(const profile& p, const bench_args& a, const std::str
   if (a.workload == "gemm") {
     const std::size_t eb = a.type == "float" ? 4 : 8;
     // The new design plans by oa's time model on the profile's rates; the old one by fewest bytes, as it ran.
-    const gemm_case c = fresh ? plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes, profile_rates(p),
-                                          s != staging::pinned_host, profile_shapes(p, eb))
-                              : plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes);
+    const gemm_case c = ran && ran->contains("tiling") ? recorded_gemm(*ran)
+                        : fresh ? plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes, profile_rates(p),
+                                            s != staging::pinned_host, profile_shapes(p, eb))
+                                : plan_gemm(a.n, eb, a.device_memory, sequential, a.chunk_bytes);
     graph g = fresh ? new_gemm(p, c, s) : old_gemm(p, c, s);
     const double t = run_graph(g, r, trace);
     const double h2d = static_cast<double>(c.plan.bytes_moved) - static_cast<double>(a.n * a.n * eb);
@@ -167,8 +171,9 @@ nlohmann::json predict_one(const profile& p, const bench_args& a, const std::str
     return r;
   }
   const oa::device_rates rates = planner_rates(p, s == staging::pinned_buffers);
-  const streaming_case c = plan_streaming(p, a.workload, a.elements, a.device_memory, a.streams, sequential,
-                                          a.chunk_bytes, fresh ? &rates : nullptr);
+  const streaming_case c = ran ? recorded_streaming(p, *ran)
+                               : plan_streaming(p, a.workload, a.elements, a.device_memory, a.streams, sequential,
+                                                a.chunk_bytes, fresh ? &rates : nullptr);
   graph g = fresh ? new_streaming(p, c, s) : old_streaming(p, c, s);
   run_graph(g, r, trace);
   const double in = static_cast<double>(c.in_bytes()), out = static_cast<double>(c.out_bytes());
@@ -384,6 +389,30 @@ int run_check(const std::string& folder, const std::string& profile_path, const 
       std::cout << "measured records: " << populate_key << " " << format("%.3f", bytes / seconds / gb) << '\n';
     }
   }
+  // A strided DMA's cost per contiguous run, where products ran from pinned
+  // memory: the DMA seconds their bytes do not explain, over the runs of
+  // their pieces (one per column of an A or B piece, as new_gemm counts).
+  {
+    double extra = 0, segments = 0;
+    for (const auto& r : records) {
+      if (r.at("workload") != "gemm" || r.at("mode") != "oa" || r.at("host_memory") != "pinned" || !r.contains("tiling"))
+        continue;
+      const gemm_case c = recorded_gemm(r);
+      const auto& pl = c.plan;
+      const double whole = static_cast<double>(c.n * c.n * c.elem_bytes);
+      const double a = whole * static_cast<double>(pl.hold == oa::detail::held_panel::a_rows ? 1 : pl.tiles_n());
+      const double b = whole * static_cast<double>(pl.hold == oa::detail::held_panel::b_cols ? 1 : pl.tiles_m());
+      if (pl.mt < c.n) segments += a / static_cast<double>(pl.mt * c.elem_bytes);
+      if (pl.kt < c.n) segments += b / static_cast<double>(pl.kt * c.elem_bytes);
+      extra += r.at("h2d_seconds").get<double>() - r.at("h2d_bytes").get<double>() / (p["h2d_pinned_gbps"] * gb);
+    }
+    if (segments > 0 && extra > 0) {
+      p.set("dma_segment_us", extra / segments * 1e6, "measured",
+            "bench.jsonl: h2d_seconds beyond h2d_bytes at the pinned peak, over the contiguous runs of the pieces of "
+            "the products from pinned memory (one per column of an A or B piece)");
+      std::cout << "measured records: dma_segment_us " << format("%.4f", extra / segments * 1e6) << '\n';
+    }
+  }
   for (const auto& r : records)
     if (r.at("workload") == "gemm" && r.at("mode") == "cublas" && r.at("seconds").is_number())
       p.set(r.value("type", std::string("double")) == "float" ? "cublas_float_tflops" : "cublas_double_tflops",
@@ -397,7 +426,7 @@ int run_check(const std::string& folder, const std::string& profile_path, const 
     if ((mode != "oa" && mode != "sequential") || !r.at("seconds").is_number()) continue;
     const bench_args a = args_of(r);
     if (a.workload != "blackscholes" && a.workload != "haversine" && a.workload != "gemm") continue;
-    const auto pr = predict_one(p, a, mode, "new");
+    const auto pr = predict_one(p, a, mode, "new", "", &r);
     const double measured = r.at("seconds"), predicted = pr.at("predicted_seconds"), err = predicted / measured - 1;
     ++cases;
     within += std::abs(err) <= bar_error;
@@ -412,8 +441,9 @@ int run_check(const std::string& folder, const std::string& profile_path, const 
     recs.push_back(rec);
   }
   std::cout << "oa-sim check of " << folder << " with profile " << p.name
-            << ", its links and host rates measured in that folder (the staging engine; predicted = simulated,"
-               " measured = the run's records)\n";
+            << ", its links and host rates measured in that folder (the staging engine; each case cut as it ran:"
+               " its chunks and streams, or its tiles, from its record; predicted = simulated, measured = the run's"
+               " records)\n";
   table.print(std::cout);
   std::cout << format("%d of %d cases within %.0f%%\n", within, cases, 100 * bar_error);
   write_jsonl(json, recs);

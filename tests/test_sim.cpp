@@ -141,6 +141,8 @@ oa_sim::profile unlimited_host() {
   p.set("new_slot_mib", 32, "assumed", "test");
   p.set("new_host_threads", 8, "assumed", "test");
   p.set("new_prefault_threads", 4, "assumed", "test");
+  p.set("dma_host_memory_weight", 1, "assumed", "test");
+  p.set("dma_segment_us", 0, "assumed", "test");  // strided DMAs at the link's rate
   return p;
 }
 
@@ -392,4 +394,60 @@ TEST_CASE("sim: calibrate takes the new design's host rates from a GPU node's st
     CHECK_THROWS_WITH_AS(oa_sim::fit_probe(p, dir.string()), doctest::Contains("staging_probe.json"), std::runtime_error);
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sim: a product replayed as its record ran: the tiling text read back, a bad one refused naming it") {
+  nlohmann::json r{{"workload", "gemm"}, {"mode", "oa"}, {"n", 16384}, {"type", "double"},
+                   {"device_memory_budget", std::size_t{384} << 20},
+                   {"tiling", "C tiles 8192x4096 (2x4), k steps of 640 (26), A row panels held, 1 C tile in flight, "
+                              "loads 3 steps ahead, copy/compute 1.20 (predicted), C written back in 8 blocks"}};
+  const oa_sim::gemm_case c = oa_sim::recorded_gemm(r);
+  CHECK(c.n == 16384);
+  CHECK(c.elem_bytes == 8);
+  CHECK_FALSE(c.sequential);
+  CHECK(c.plan.mt == 8192);
+  CHECK(c.plan.nt == 4096);
+  CHECK(c.plan.kt == 640);
+  CHECK(c.plan.steps_k() == 26);
+  CHECK(c.plan.hold == oa::detail::held_panel::a_rows);
+  CHECK(c.plan.c_buffers == 1);
+  CHECK(c.plan.lookahead == 3);
+  CHECK(c.plan.c_blocks == 8);
+  // A once (its row panels held), B once per line of tiles, C once.
+  CHECK(c.plan.bytes_moved == std::size_t{16384} * 16384 * 8 * (1 + 2 + 1));
+  r["tiling"] = "C tiles 16384x16384 (1x1), k steps of 16384 (1), C resident";
+  CHECK(oa_sim::recorded_gemm(r).plan.c_buffers == 0);
+  r["tiling"] = "tiles of some size";
+  CHECK_THROWS_WITH_AS(oa_sim::recorded_gemm(r), doctest::Contains("'tiles of some size'"), std::runtime_error);
+  r["tiling"] = "C tiles 32768x4096 (1x4), k steps of 640 (26)";
+  CHECK_THROWS_WITH_AS(oa_sim::recorded_gemm(r), doctest::Contains("does not fit n=16384"), std::runtime_error);
+}
+
+TEST_CASE("sim: a strided DMA from the caller's pinned memory pays dma_segment_us per contiguous run; a slot's does not") {
+  oa_sim::profile p = unlimited_host();
+  p.set("cublas_double_tflops", 50, "assumed", "test");
+  p.set("device_memory_gbps", 3000, "assumed", "test");
+  p.set("dma_segment_us", 1, "assumed", "test");
+  nlohmann::json r{{"workload", "gemm"}, {"mode", "oa"}, {"n", 2000}, {"type", "double"},
+                   {"device_memory_budget", std::size_t{1} << 30},
+                   {"tiling", "C tiles 1000x1000 (2x2), k steps of 500 (4), 1 C tile in flight"}};
+  const oa_sim::gemm_case c = oa_sim::recorded_gemm(r);
+  const auto first = [](const oa_sim::graph& g, const std::string& label) -> const oa_sim::op& {
+    for (int i = 0; i < static_cast<int>(g.size()); ++i)
+      if (g.at(i).label == label) return g.at(i);
+    throw std::logic_error("no op '" + label + "'");
+  };
+  const oa_sim::graph direct = oa_sim::new_gemm(p, c, oa_sim::staging::pinned_host);
+  // A's piece: 1000 rows of 500 columns, one run per column; B's: 500 of 1000 columns.
+  const double a = 1000.0 * 500 * 8, b = 500.0 * 1000 * 8;
+  CHECK(first(direct, "h2d A tile 0").rate == doctest::Approx(a / (a / 10e9 + 500 * 1e-6)));
+  CHECK(first(direct, "h2d B tile 0").rate == doctest::Approx(b / (b / 10e9 + 1000 * 1e-6)));
+  const oa_sim::graph staged = oa_sim::new_gemm(p, c, oa_sim::staging::pinned_buffers);
+  CHECK(first(staged, "h2d A tile 0").rate == 0);  // the resource's rate: slots are contiguous
+  oa_sim::graph strided = direct;
+  const double with_runs = oa_sim::simulate(strided).makespan;
+  p.set("dma_segment_us", 0, "assumed", "test");
+  oa_sim::graph plain = oa_sim::new_gemm(p, c, oa_sim::staging::pinned_host);
+  CHECK(first(plain, "h2d A tile 0").rate == 0);
+  CHECK(with_runs > oa_sim::simulate(plain).makespan);
 }

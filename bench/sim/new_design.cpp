@@ -43,11 +43,21 @@ struct ring_copies {
     return m.g.add({"prefault " + what, m.prefault, static_cast<double>(bytes), 0, 0, {start}});
   }
 
+  /// A DMA straight from the caller's memory of `bytes` in `segments`
+  /// contiguous runs (a panel of a larger matrix: one per column): each run
+  /// costs the engine dma_segment_us beside its bytes. Slots are contiguous.
+  double direct_rate(std::size_t bytes, std::size_t segments, double peak_gbps) const {
+    if (segments <= 1 || p["dma_segment_us"] <= 0) return 0;  // the resource's rate
+    const double b = static_cast<double>(bytes);
+    return b / (b / (peak_gbps * gb) + static_cast<double>(segments) * p["dma_segment_us"] * m.us);
+  }
+
   /// Copies in on `s`; the fills start at `submitted` (the chunk's submission).
-  void in(stream& s, std::size_t bytes, int submitted, const std::string& what) {
+  void in(stream& s, std::size_t bytes, int submitted, const std::string& what, std::size_t segments = 1) {
     const double wait = p["new_wait_latency_us"] * m.us, lat = p["op_latency_us"] * m.us;
     if (how == staging::pinned_host) {
-      s.add({"h2d " + what, m.h2d, static_cast<double>(bytes), 0, lat, {}});
+      s.add({"h2d " + what, m.h2d, static_cast<double>(bytes), direct_rate(bytes, segments, p["h2d_pinned_gbps"]), lat,
+             {}});
       return;
     }
     for (std::size_t b : pieces(bytes, slot_bytes)) {
@@ -59,10 +69,11 @@ struct ring_copies {
   }
 
   /// Copies out on `s`; returns the drains the stream waits for before its next work.
-  std::vector<int> out(stream& s, std::size_t bytes, int faulted, const std::string& what) {
+  std::vector<int> out(stream& s, std::size_t bytes, int faulted, const std::string& what, std::size_t segments = 1) {
     const double lat = p["op_latency_us"] * m.us;
     if (how == staging::pinned_host) {
-      s.add({"d2h " + what, m.d2h, static_cast<double>(bytes), 0, lat, {}});
+      s.add({"d2h " + what, m.d2h, static_cast<double>(bytes), direct_rate(bytes, segments, p["d2h_pinned_gbps"]), lat,
+             {}});
       return {};
     }
     std::vector<int> drains;
@@ -132,7 +143,7 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
   // s + min(lag + kk, steps); a line's first tile then loads no panel.
   const std::size_t KS = pl.steps_k(), lag = std::min(ahead, KS);
   struct panel_piece {
-    std::size_t after, before, bytes;
+    std::size_t after, before, bytes, segments;
   };
   std::deque<panel_piece> prefetch;
   std::vector<int> done;
@@ -186,17 +197,24 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
       [&](const gemm_step& st) {
         for (; !prefetch.empty() && prefetch.front().before <= st.s; prefetch.pop_front()) {
           const std::string tag = "panel after step " + std::to_string(prefetch.front().after);
-          ring.in(in, prefetch.front().bytes, submit({done[prefetch.front().after]}, tag), tag);
+          ring.in(in, prefetch.front().bytes, submit({done[prefetch.front().after]}, tag), tag, prefetch.front().segments);
         }
         // Submitted when the step's device buffers are free; its fills need not wait for the stream.
         const int submitted = submit(st.s >= ahead ? std::vector<int>{done[st.s - ahead]} : std::vector<int>{}, st.tag);
+        // Column-major A and B: a piece is one run per column, unless its columns are whole.
         if (st.load_a && !(st.panel_prefetched && pl.hold == oa::detail::held_panel::a_rows))
-          ring.in(in, st.mi * eb * st.kl, submitted, "A " + st.tag);
+          ring.in(in, st.mi * eb * st.kl, submitted, "A " + st.tag, st.mi < c.n ? st.kl : 1);
         if (st.load_b && !(st.panel_prefetched && pl.hold == oa::detail::held_panel::b_cols))
-          ring.in(in, st.kl * eb * st.nj, submitted, "B " + st.tag);
+          ring.in(in, st.kl * eb * st.nj, submitted, "B " + st.tag, st.kl < c.n ? st.nj : 1);
         run.add({"wait " + st.tag, -1, 0, 0, 0, {in.last()}});
         queue_products(st);
-        if (st.next_panel_elems) prefetch.push_back({st.s, st.s + std::min(lag + st.kk, KS), st.next_panel_elems * eb});
+        if (st.next_panel_elems) {
+          // The next line's piece of its held panel: kl columns of A's rows, or B's columns of kl.
+          const bool rows = pl.hold == oa::detail::held_panel::a_rows;
+          const std::size_t segments = rows ? (st.next_panel_elems / st.kl < c.n ? st.kl : 1)
+                                            : (st.kl < c.n ? st.next_panel_elems / st.kl : 1);
+          prefetch.push_back({st.s, st.s + std::min(lag + st.kk, KS), st.next_panel_elems * eb, segments});
+        }
       },
       [&](const gemm_step& st) {
         const std::vector<oa::detail::c_block> bls = tile_blocks(st);
@@ -205,7 +223,8 @@ graph new_gemm(const profile& p, const gemm_case& c, staging how) {
         for (std::size_t j = 0; j < bls.size(); ++j) {
           const std::string tag = bls.size() > 1 ? "block " + std::to_string(j) + " of " + st.tag : st.tag;
           out.add({"wait " + tag, -1, 0, 0, 0, {computed[st.t][j]}});
-          for (int d : ring.out(out, st.mi * eb * (bls[j].end - bls[j].begin), faulted[st.t], "C " + tag))
+          const std::size_t cols = bls[j].end - bls[j].begin;
+          for (int d : ring.out(out, st.mi * eb * cols, faulted[st.t], "C " + tag, st.mi < c.n ? cols : 1))
             drains.push_back(d);
           c_free.back().push_back(out.last());  // the block's bytes of the C buffer are free once copied out
         }

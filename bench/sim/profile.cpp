@@ -18,7 +18,8 @@ const std::vector<std::string>& required_parameters() {
       "register_untouched_seconds_per_gib", "register_fixed_seconds_per_array", "staging_fill_gbps", "untouched_memcpy_ratio", "new_ring_slots",
       "new_slot_mib", "new_host_threads", "new_memcpy_gbps_per_thread", "new_prefault_threads", "new_prefault_gbps_per_thread",
       "new_prefault_huge", "new_prefault_huge_gbps_per_thread", "new_drains_in_parallel",
-      "host_memcpy_cap_gbps", "new_wait_latency_us", "device_memory_gbps", "gemm_unaligned_factor"};
+      "host_memcpy_cap_gbps", "new_wait_latency_us", "device_memory_gbps", "gemm_unaligned_factor",
+      "dma_host_memory_weight", "dma_segment_us"};
   return keys;
 }
 

@@ -6,6 +6,7 @@
 #include <oa/annotations/eigen_array.hpp>
 #include <oa/oa.hpp>
 #include <algorithm>
+#include <regex>
 #include <optional>
 #include <stdexcept>
 #include <vector>
@@ -146,6 +147,33 @@ streaming_case recorded_streaming(const profile& p, const nlohmann::json& r) {
     throw std::runtime_error("oa_sim::recorded_streaming: " + c.workload + " at " + std::to_string(c.units) +
                              " elements moved other bytes than the planner's layout says");
   c.kernel_seconds_per_unit = kernel_seconds_per_unit(p, c.workload);
+  return c;
+}
+
+gemm_case recorded_gemm(const nlohmann::json& r) {
+  const std::string tiling = r.at("tiling").get<std::string>();
+  std::smatch m;
+  if (!std::regex_search(tiling, m, std::regex(R"(C tiles (\d+)x(\d+) \(\d+x\d+\), k steps of (\d+) \(\d+\))")))
+    throw std::runtime_error("oa_sim::recorded_gemm: tiling '" + tiling +
+                             "' names no 'C tiles MxN (..), k steps of K (..)'");
+  gemm_case c;
+  c.n = r.at("n").get<std::size_t>();
+  c.elem_bytes = r.value("type", std::string("double")) == "float" ? 4 : 8;
+  c.sequential = r.at("mode") == "sequential";
+  oa::detail::tile_plan& pl = c.plan;
+  pl.m = pl.n = pl.k = c.n;
+  pl.mt = std::stoul(m[1]), pl.nt = std::stoul(m[2]), pl.kt = std::stoul(m[3]);
+  const auto has = [&](const char* what) { return tiling.find(what) != std::string::npos; };
+  pl.hold = has("A row panels held")     ? oa::detail::held_panel::a_rows
+            : has("B column panels held") ? oa::detail::held_panel::b_cols
+                                          : oa::detail::held_panel::none;
+  pl.c_buffers = has("C resident") ? 0 : has("2 C tiles in flight") ? 2 : 1;
+  if (std::regex_search(tiling, m, std::regex(R"(loads (\d+) steps ahead)"))) pl.lookahead = std::stoi(m[1]);
+  pl.c_blocks = std::regex_search(tiling, m, std::regex(R"(C written back in (\d+) blocks)")) ? std::stoi(m[1]) : 1;
+  if (pl.mt == 0 || pl.nt == 0 || pl.kt == 0 || pl.mt > c.n || pl.nt > c.n || pl.kt > c.n)
+    throw std::runtime_error("oa_sim::recorded_gemm: tiling '" + tiling + "' does not fit n=" + std::to_string(c.n));
+  oa::detail::tiling_problem prob{c.n, c.n, c.n, c.elem_bytes, false, r.at("device_memory_budget").get<std::size_t>(), 1};
+  pl.bytes_moved = oa::detail::tile_plan_traffic(prob, pl.mt, pl.nt, pl.hold);
   return c;
 }
 

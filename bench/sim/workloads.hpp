@@ -46,6 +46,12 @@ gemm_case plan_gemm(std::size_t n, std::size_t elem_bytes, std::size_t budget, b
 /// A streaming case as a record ran it: its chunks, streams and bytes.
 streaming_case recorded_streaming(const profile& p, const nlohmann::json& record);
 
+/// A product's case as a record ran it: the plan its `tiling` text names
+/// (tile_plan::describe, and the write-back blocks the report adds), under
+/// the record's budget. Throws std::runtime_error naming the text when it
+/// is not one.
+gemm_case recorded_gemm(const nlohmann::json& record);
+
 /// The kernel seconds per element a profile gives a workload.
 double kernel_seconds_per_unit(const profile& p, const std::string& workload);
 
