@@ -15,8 +15,8 @@
 #include <string_view>
 #include <vector>
 
-// The element types of the typed tests. With OA_TEST_FEW_TYPES (the
-// sanitizer presets, and the OpenMP build of test_eigen_offload), one 4-byte
+// The element types of the typed tests. With OA_TEST_FEW_TYPES (the asan
+// preset, and the OpenMP build of test_eigen_offload), one 4-byte
 // integer and one 8-byte floating type: what those builds check (memory,
 // threads, Eigen's OpenMP products) takes the same paths for the other two,
 // which the release suite runs; they would add compile time, not paths.

@@ -129,7 +129,7 @@ constexpr double tolerance() {
 using MatrixXdR = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using MatrixXfR = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-#ifdef OA_TEST_FEW_TYPES  // see support.hpp: both scalars and both storage orders, each once
+#ifdef OA_TEST_FEW_TYPES  // see support.hpp: products in both scalars and both storage orders, the rest in double
 #define OA_TEST_MATRIX_TYPES Eigen::MatrixXd, MatrixXfR
 #define OA_TEST_SCALAR_TYPES double
 #else

@@ -397,11 +397,13 @@ TEST_CASE("sim: calibrate takes the new design's host rates from a GPU node's st
 }
 
 TEST_CASE("sim: a product replayed as its record ran: the tiling text read back, a bad one refused naming it") {
+  // Two records of the H100 run of 2026-11-26: n=16384 in 384 MiB, then in 1536 MiB.
   nlohmann::json r{{"workload", "gemm"}, {"mode", "oa"}, {"n", 16384}, {"type", "double"},
                    {"device_memory_budget", std::size_t{384} << 20},
-                   {"tiling", "C tiles 8192x4096 (2x4), k steps of 640 (26), A row panels held, 1 C tile in flight, "
-                              "loads 3 steps ahead, copy/compute 1.20 (predicted), C written back in 8 blocks"}};
-  const oa_sim::gemm_case c = oa_sim::recorded_gemm(r);
+                   {"tiling", "C tiles 8192x4096 (2x4), k steps of 640 (26), 1 C tile in flight, loads 2 steps ahead, "
+                              "copy/compute 1.20 (predicted), C written back in 8 blocks"}};
+  const std::size_t whole = std::size_t{16384} * 16384 * 8;
+  oa_sim::gemm_case c = oa_sim::recorded_gemm(r);
   CHECK(c.n == 16384);
   CHECK(c.elem_bytes == 8);
   CHECK_FALSE(c.sequential);
@@ -409,18 +411,35 @@ TEST_CASE("sim: a product replayed as its record ran: the tiling text read back,
   CHECK(c.plan.nt == 4096);
   CHECK(c.plan.kt == 640);
   CHECK(c.plan.steps_k() == 26);
-  CHECK(c.plan.hold == oa::detail::held_panel::a_rows);
+  CHECK(c.plan.hold == oa::detail::held_panel::none);
   CHECK(c.plan.c_buffers == 1);
-  CHECK(c.plan.lookahead == 3);
+  CHECK(c.plan.lookahead == 2);
   CHECK(c.plan.c_blocks == 8);
-  // A once (its row panels held), B once per line of tiles, C once.
-  CHECK(c.plan.bytes_moved == std::size_t{16384} * 16384 * 8 * (1 + 2 + 1));
-  r["tiling"] = "C tiles 16384x16384 (1x1), k steps of 16384 (1), C resident";
-  CHECK(oa_sim::recorded_gemm(r).plan.c_buffers == 0);
+  CHECK(c.plan.bytes_moved == whole * (4 + 2 + 1));  // A once per column of tiles, B once per row, C once
+  r["device_memory_budget"] = std::size_t{1536} << 20;
+  r["tiling"] = "C tiles 8192x4096 (2x4), k steps of 4096 (4), A row panels held, 1 C tile in flight, loads 2 steps "
+                "ahead, copy/compute 0.88 (predicted)";
+  c = oa_sim::recorded_gemm(r);
+  CHECK(c.plan.hold == oa::detail::held_panel::a_rows);
+  CHECK(c.plan.c_blocks == 1);
+  CHECK(c.plan.bytes_moved == whole * (1 + 2 + 1));  // A's row panels held: A once
+  r["tiling"] = "C tiles 4096x4096 (4x4), k steps of 4096 (4), B column panels held, 2 C tiles in flight, loads 3 "
+                "steps ahead";
+  c = oa_sim::recorded_gemm(r);
+  CHECK(c.plan.hold == oa::detail::held_panel::b_cols);
+  CHECK(c.plan.c_buffers == 2);
+  CHECK(c.plan.lookahead == 3);
+  CHECK(c.plan.bytes_moved == whole * (4 + 1 + 1));
   r["tiling"] = "tiles of some size";
   CHECK_THROWS_WITH_AS(oa_sim::recorded_gemm(r), doctest::Contains("'tiles of some size'"), std::runtime_error);
+  r["tiling"] = "C tiles 8192x4096 (2x4), k steps of 640 (25)";  // the counts of another n
+  CHECK_THROWS_WITH_AS(oa_sim::recorded_gemm(r), doctest::Contains("does not fit n=16384"), std::runtime_error);
   r["tiling"] = "C tiles 32768x4096 (1x4), k steps of 640 (26)";
   CHECK_THROWS_WITH_AS(oa_sim::recorded_gemm(r), doctest::Contains("does not fit n=16384"), std::runtime_error);
+  r["device_memory_budget"] = std::size_t{384} << 20;  // a held panel of 1 GiB in 384 MiB
+  r["tiling"] = "C tiles 8192x4096 (2x4), k steps of 640 (26), A row panels held, 1 C tile in flight";
+  CHECK_THROWS_WITH_AS(oa_sim::recorded_gemm(r), doctest::Contains("does not fit the record's budget"),
+                       std::runtime_error);
 }
 
 TEST_CASE("sim: a strided DMA from the caller's pinned memory pays dma_segment_us per contiguous run; a slot's does not") {

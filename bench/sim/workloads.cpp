@@ -6,8 +6,8 @@
 #include <oa/annotations/eigen_array.hpp>
 #include <oa/oa.hpp>
 #include <algorithm>
-#include <regex>
 #include <optional>
+#include <regex>
 #include <stdexcept>
 #include <vector>
 
@@ -153,7 +153,7 @@ streaming_case recorded_streaming(const profile& p, const nlohmann::json& r) {
 gemm_case recorded_gemm(const nlohmann::json& r) {
   const std::string tiling = r.at("tiling").get<std::string>();
   std::smatch m;
-  if (!std::regex_search(tiling, m, std::regex(R"(C tiles (\d+)x(\d+) \(\d+x\d+\), k steps of (\d+) \(\d+\))")))
+  if (!std::regex_search(tiling, m, std::regex(R"(^C tiles (\d+)x(\d+) \((\d+)x(\d+)\), k steps of (\d+) \((\d+)\))")))
     throw std::runtime_error("oa_sim::recorded_gemm: tiling '" + tiling +
                              "' names no 'C tiles MxN (..), k steps of K (..)'");
   gemm_case c;
@@ -162,7 +162,8 @@ gemm_case recorded_gemm(const nlohmann::json& r) {
   c.sequential = r.at("mode") == "sequential";
   oa::detail::tile_plan& pl = c.plan;
   pl.m = pl.n = pl.k = c.n;
-  pl.mt = std::stoul(m[1]), pl.nt = std::stoul(m[2]), pl.kt = std::stoul(m[3]);
+  pl.mt = std::stoul(m[1]), pl.nt = std::stoul(m[2]), pl.kt = std::stoul(m[5]);
+  const std::size_t tiles_m = std::stoul(m[3]), tiles_n = std::stoul(m[4]), steps_k = std::stoul(m[6]);
   const auto has = [&](const char* what) { return tiling.find(what) != std::string::npos; };
   pl.hold = has("A row panels held")     ? oa::detail::held_panel::a_rows
             : has("B column panels held") ? oa::detail::held_panel::b_cols
@@ -170,9 +171,13 @@ gemm_case recorded_gemm(const nlohmann::json& r) {
   pl.c_buffers = has("C resident") ? 0 : has("2 C tiles in flight") ? 2 : 1;
   if (std::regex_search(tiling, m, std::regex(R"(loads (\d+) steps ahead)"))) pl.lookahead = std::stoi(m[1]);
   pl.c_blocks = std::regex_search(tiling, m, std::regex(R"(C written back in (\d+) blocks)")) ? std::stoi(m[1]) : 1;
-  if (pl.mt == 0 || pl.nt == 0 || pl.kt == 0 || pl.mt > c.n || pl.nt > c.n || pl.kt > c.n)
+  if (pl.mt == 0 || pl.nt == 0 || pl.kt == 0 || pl.mt > c.n || pl.nt > c.n || pl.kt > c.n ||
+      pl.tiles_m() != tiles_m || pl.tiles_n() != tiles_n || pl.steps_k() != steps_k)
     throw std::runtime_error("oa_sim::recorded_gemm: tiling '" + tiling + "' does not fit n=" + std::to_string(c.n));
   oa::detail::tiling_problem prob{c.n, c.n, c.n, c.elem_bytes, false, r.at("device_memory_budget").get<std::size_t>(), 1};
+  if (oa::detail::tile_plan_bytes(prob, pl.mt, pl.nt, pl.kt, pl.hold, pl.c_buffers, pl.lookahead) > prob.budget)
+    throw std::runtime_error("oa_sim::recorded_gemm: tiling '" + tiling + "' does not fit the record's budget of " +
+                             std::to_string(prob.budget) + " bytes");
   pl.bytes_moved = oa::detail::tile_plan_traffic(prob, pl.mt, pl.nt, pl.hold);
   return c;
 }
