@@ -57,6 +57,10 @@ if [[ -f "$bundle/BUNDLE.txt" ]]; then
 fi
 
 packages=(libeigen3-dev libboost-dev nlohmann-json3-dev doctest-dev libcli11-dev libsleef-dev libtbb-dev libopenmpi-dev openmpi-bin)
+# --sanitizers: also the compiler of the asan preset and its sanitizer runtimes.
+if [[ "${1:-}" == --sanitizers ]]; then
+  packages+=(clang-14 libclang-rt-14-dev)
+fi
 missing=()
 for tool in "${missing_tools[@]}"; do
   missing+=("${tool_package[${tool%% *}]}")

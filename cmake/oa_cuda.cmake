@@ -4,7 +4,8 @@ include(CheckLanguage)
 
 set(OA_HAS_CUDA OFF)
 if(NOT OA_ENABLE_CUDA STREQUAL "OFF")
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  # CMake takes the CUDAARCHS environment variable when it is set.
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES AND NOT DEFINED ENV{CUDAARCHS})
     set(CMAKE_CUDA_ARCHITECTURES 80 90)  # never "native": it fails without a GPU
   endif()
   if(NOT CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)

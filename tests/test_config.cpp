@@ -578,15 +578,18 @@ TEST_CASE("the emulated link's shared rate and latency, and the staging engine's
   CHECK(c.staging_threads == 3);
   CHECK(c.fail_fill == 2);
   CHECK(c.fail_drain == 4);
-  for (const auto& [var, value, says] : {std::tuple<const char*, const char*, const char*>{"OA_LINK_SHARED_GBPS", "1e300", "OA_LINK_SHARED_GBPS"},
-                                         {"OA_LINK_LATENCY_US", "-1", "out of range (0-1e6 microseconds)"},
-                                         {"OA_STAGING_SLOT_BYTES", "100", "out of range (4 KiB-1 GiB"},
-                                         {"OA_STAGING_THREADS", "65", "out of range (1-64"},
-                                         {"OA_STAGING_THREADS", "many", "OA_STAGING_THREADS"}}) {
+  struct bad_setting {
+    const char *var, *value, *says;
+  };
+  for (const bad_setting& b : {bad_setting{"OA_LINK_SHARED_GBPS", "1e300", "OA_LINK_SHARED_GBPS"},
+                               {"OA_LINK_LATENCY_US", "-1", "out of range (0-1e6 microseconds)"},
+                               {"OA_STAGING_SLOT_BYTES", "100", "out of range (4 KiB-1 GiB"},
+                               {"OA_STAGING_THREADS", "65", "out of range (1-64"},
+                               {"OA_STAGING_THREADS", "many", "OA_STAGING_THREADS"}}) {
     scoped_environment bad;
-    bad.set(var, value);
-    CAPTURE(var);
-    CHECK(config_error_of([] { (void)oa::config::from_environment(); }).find(says) != std::string::npos);
+    bad.set(b.var, b.value);
+    CAPTURE(b.var);
+    CHECK(config_error_of([] { (void)oa::config::from_environment(); }).find(b.says) != std::string::npos);
   }
 }
 
@@ -662,8 +665,9 @@ TEST_CASE("OA_STDPAR_MIN: one count for every family or family=count entries; in
       {"sort=1,", "an empty entry in 'sort=1,'"},
       {"0,sort=5", "'0' is not family=count"},
   };
-  for (const auto& [value, says] : variables) {
-    CAPTURE(value);
+  for (const auto& variable : variables) {
+    const auto& [value, says] = variable;
+    CAPTURE(variable.first);
     scoped_environment inner;
     inner.set("OA_STDPAR_MIN", value);
     const std::string msg = config_error_of([] { (void)oa::config::from_environment(); });
@@ -679,8 +683,9 @@ TEST_CASE("OA_STDPAR_MIN: one count for every family or family=count entries; in
       {R"({"stdpar_min": {"sort": -1}})", "'stdpar_min': sort: must not be negative"},
       {R"({"stdpar_min": {"scan": "1"}})", "'stdpar_min': scan: expected a count of elements"},
   };
-  for (const auto& [json, says] : files) {
-    CAPTURE(json);
+  for (const auto& file : files) {
+    const auto& [json, says] = file;
+    CAPTURE(file.first);
     oa::config e;
     const std::string msg = config_error_of([&, json = json] { e.merge_json(json, "settings.json"); });
     CHECK(contains(msg, "oa: settings.json: key 'stdpar_min'"));

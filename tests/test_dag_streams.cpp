@@ -623,8 +623,9 @@ TEST_CASE("a host stage run ahead of program order leaves the copies earlier sta
     return std::make_tuple(r.get(), Eigen::MatrixXd(b), where);
   };
   const auto [r1, b1, where1] = run(true);
-  const auto [r2, b2, where2] = run(false);
-  CAPTURE(where2);
+  const auto second = run(false);
+  const auto& [r2, b2, where2] = second;
+  CAPTURE(std::get<2>(second));
   CHECK(r1(3, 4) == doctest::Approx(3 * 512 * 0.125));
   CHECK(r2 == r1);
   CHECK(b2 == b1);

@@ -605,7 +605,8 @@ TEST_CASE_TEMPLATE("one C buffer written back in blocks: the unsplit plan's bits
           const M C0 = random_matrix<M>(sh.m, sh.n, seed++);
           const auto [blocked, rep] = one_buffer_product(cfg, A, B, C0, beta, ob, 0);
           const auto [whole, rep1] = one_buffer_product(cfg, A, B, C0, beta, ob, 1);
-          CAPTURE(rep.tiling);
+          const std::string tiling = rep.tiling;
+          CAPTURE(tiling);
           CHECK(contains(rep.tiling, "1 C tile in flight"));
           CHECK_FALSE(contains(rep1.tiling, "written back in"));
           CHECK(contains(rep.tiling, rep1.tiling));  // the same plan
@@ -626,7 +627,8 @@ TEST_CASE("a device fault on a block of a blocked write-back: the tile re-runs o
   const M A = random_matrix<M>(157, 900, 41), B = random_matrix<M>(900, 229, 42), C0 = random_matrix<M>(157, 229, 43);
   const oa::config base = oa_test::emulated_config(std::size_t{640} << 10);
   const auto [ref, rep] = one_buffer_product(base, A, B, C0, 0.5, op::none, 0);
-  CAPTURE(rep.tiling);
+  const std::string tiling = rep.tiling;
+  CAPTURE(tiling);
   REQUIRE(contains(rep.tiling, "written back in"));
   REQUIRE(rep.host_reruns == 0);
   int rerun = 0;

@@ -238,8 +238,9 @@ TEST_CASE("device_rates::snapped: measured rates on a ladder, so that plans do n
   r.kernel_bytes = 3.0e12;
   r.gemm_flops[1] = 55.8e12;
   const oa::device_rates s = r.snapped();
-  for (auto [raw, snapped] : {std::pair{r.h2d, s.h2d}, {r.d2h, s.d2h}, {r.both_ways, s.both_ways},
-                              {r.kernel_bytes, s.kernel_bytes}, {r.gemm_flops[1], s.gemm_flops[1]}}) {
+  for (auto rates : {std::pair{r.h2d, s.h2d}, {r.d2h, s.d2h}, {r.both_ways, s.both_ways},
+                     {r.kernel_bytes, s.kernel_bytes}, {r.gemm_flops[1], s.gemm_flops[1]}}) {
+    const double raw = rates.first, snapped = rates.second;
     CAPTURE(raw);
     CHECK(snapped <= raw);
     CHECK(snapped > raw / std::sqrt(2.0));

@@ -112,8 +112,9 @@ TEST_CASE("OA_DEVICES: specs read, bad ones refused naming the spec and the part
       {"emulated, emulated", "with no spaces"},
       {"emulated:sticky=2", "sticky=2 is not 0 or 1"},
   };
-  for (const auto& [text, says] : bad) {
-    CAPTURE(text);
+  for (const auto& spec : bad) {
+    const auto& [text, says] = spec;
+    CAPTURE(spec.first);
     const std::string msg = oa_test::message_of([&, text = text] { (void)oa::parse_device_specs(text, "OA_DEVICES"); });
     CHECK(contains(msg, "oa: OA_DEVICES: '"));
     CHECK(contains(msg, says));

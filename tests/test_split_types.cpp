@@ -356,7 +356,8 @@ void dense_laws() {
   constexpr bool strided = by_rows != bool(T::IsRowMajor);
   const std::pair<std::size_t, std::size_t> dims[] = {{0, 0},  {0, 3},   {3, 0},   {1, 1},  {1, 7},  {7, 1},
                                                       {5, 3},  {3, 5},   {64, 17}, {17, 64}, {130, 33}, {33, 130}};
-  for (auto [nr, nc] : dims) {
+  for (const auto& dim : dims) {
+    const std::size_t nr = dim.first, nc = dim.second;
     CAPTURE(nr);
     CAPTURE(nc);
     const T x = random_matrix<T>(nr, nc);

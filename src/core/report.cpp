@@ -49,11 +49,11 @@ void accumulate(stage_report& t, const stage_report& s, bool with_calls) {
   // Chunks by device over the stages: a stage on one device counts there.
   std::vector<std::pair<std::string, std::size_t>> by = s.chunks_by_device;
   if (by.empty() && s.device_chunks > 0) by.emplace_back(s.device, s.device_chunks);
-  for (const auto& [name, n] : by) {
+  for (const auto& d : by) {
     auto it = std::find_if(t.chunks_by_device.begin(), t.chunks_by_device.end(),
-                           [&](const auto& e) { return e.first == name; });
-    if (it == t.chunks_by_device.end()) t.chunks_by_device.emplace_back(name, n);
-    else it->second += n;
+                           [&](const auto& e) { return e.first == d.first; });
+    if (it == t.chunks_by_device.end()) t.chunks_by_device.emplace_back(d);
+    else it->second += d.second;
   }
   t.streams = std::max(t.streams, s.streams);
   t.sequential = t.sequential || s.sequential;

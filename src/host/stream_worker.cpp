@@ -307,6 +307,7 @@ event stream_device::record_event(stream_id s) {
   // The marker completes when its last dependency does, carrying the stream's
   // error at that moment (later failures or a synchronize cannot change it).
   struct join {
+    join(std::size_t n, std::shared_ptr<stream_state> s, token d) : left(n), stream(std::move(s)), done(std::move(d)) {}
     std::atomic<std::size_t> left;
     std::shared_ptr<stream_state> stream;
     token done;

@@ -305,7 +305,10 @@ matrix<S> gemm(const matrix<S>& a, const matrix<S>& b) {
   };
   std::unique_ptr<detail::summa_step<S>> now = begin(0);
   for (std::size_t i = 0; i < ps.size(); ++i) {
-    const auto [ap, bp] = now->wait();
+    // Named, not bound: clang before 16 cannot capture a structured binding.
+    const auto panels = now->wait();
+    const auto& ap = panels.first;
+    const auto& bp = panels.second;
     const auto next = [&] { return begin(i + 1); };
     if (failed || cm.size() == 0) {
       now = next();
