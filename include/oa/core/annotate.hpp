@@ -704,7 +704,8 @@ class annotated {
 
  public:
   constexpr annotated(Cpu cpu, Dev dev, double cost, std::tuple<Specs...> specs)
-      : cpu_(cpu), dev_(dev), cost_(cost), specs_(specs) {
+      : cpu_(cpu), dev_(dev), cost_(cost), specs_(specs),
+        names_(std::apply([](const auto&... sp) { return std::array<const char*, n_specs>{sp.name...}; }, specs)) {
     (void)checked_declaration(std::make_index_sequence<n_specs>{});
   }
 
@@ -897,17 +898,14 @@ class annotated {
     node.name = std::string(Name.view());
     node.cost_per_unit = cost_;
     std::size_t slot = 0;
-    std::size_t units = 0;
-    split::shape like{};
-    bool have_like = false;
-    std::size_t like_arg = 0;
+    detail::unit_check units;
     // Bind every spec in order; outputs need the shape of the first split argument.
     std::vector<detail::value_ptr> results;
     // The unsplit state of each split argument, for the results made from it.
     std::array<std::shared_ptr<const void>, n_specs> states{};
     // Braced initialisation: binders are made in spec order.
-    auto binders = std::tuple{bind<K>(*g, node, given, slot, units, like, have_like, like_arg, results, states)...};
-    node.units = units;
+    auto binders = std::tuple{bind<K>(*g, node, given, slot, units, results, states)...};
+    node.units = units.units;
     make_kernels(node, binders, std::index_sequence<K...>{});
     const int id = g->add(std::move(node));
     for (auto& v : results) v->producer = id;
@@ -915,13 +913,12 @@ class annotated {
   }
 
   template <std::size_t K, class Tuple>
-  auto bind(detail::graph& g, detail::call_node& node, Tuple& given, std::size_t& slot, std::size_t& units,
-            split::shape& like, bool& have_like, std::size_t& like_arg, std::vector<detail::value_ptr>& results,
-            std::array<std::shared_ptr<const void>, n_specs>& states) const {
+  auto bind(detail::graph& g, detail::call_node& node, Tuple& given, std::size_t& slot, detail::unit_check& units,
+            std::vector<detail::value_ptr>& results, std::array<std::shared_ptr<const void>, n_specs>& states) const {
     using S = spec_at<K>;
     using Split = typename S::split;
     constexpr const char* fn = Name.data;
-    const std::string arg_name = argument_label<K>();
+    const std::string arg_name = detail::argument_label(K, names_[K]);
     if constexpr (S::role == spec::kind::in || S::role == spec::kind::mut) {
       constexpr std::size_t j = caller_index(K);
       using A = std::tuple_element_t<j, std::remove_reference_t<Tuple>>;
@@ -959,96 +956,41 @@ class annotated {
             v->state = std::make_shared<split::state_t<Split, T>>(Split::state_of(*static_cast<const T*>(v->object)));
           }
         }
-        check_units(v->shape, units, like, have_like, like_arg, K, fn, arg_name);
+        units.take(v->shape, K, has_elementwise, fn, arg_name, names_.data());
         states[K] = v->state;
         detail::node_arg na{is_mut ? detail::arg_role::mut : detail::arg_role::in, v, nullptr};
         if constexpr (requires { S::overwrites; }) na.overwrites = S::overwrites;
-        if constexpr (is_mut) {
-          auto nv = std::make_shared<detail::value_state>();
-          nv->label = arg_name + " of " + std::string(Name.view()) + " (updated in place)";
-          nv->ops = ops;
-          nv->shape = v->shape;
-          nv->object = v->object;
-          nv->state = v->state;  // unsplit: chunks cannot change it
-          nv->user_storage = true;
-          nv->status = detail::value_status::pending;
-          nv->owner = g.weak_from_this();
-          g.set_user_version(v->object, nv);
-          na.new_value = nv;
-        }
+        if constexpr (is_mut) na.new_value = detail::updated_value(g, *v, arg_name, Name.view());
         node.args.push_back(std::move(na));
         return detail::part_binder<Split, T, !is_mut>{slot++, v->shape, v->state};
       }
     } else if constexpr (S::role == spec::kind::out || Split::kind == split::split_kind::partitioned) {
       // An out argument, or the chunks a function returns: a new value.
       using R = typename S::value;
-      if (!have_like)
+      if (!units.have_like)
         throw invalid_argument(std::string(Name.view()), arg_name, "a result needs a split argument to take its shape from");
-      auto v = std::make_shared<detail::value_state>();
-      v->label = "result of " + std::string(Name.view());
-      v->ops = &detail::partitioned_ops<Split, R>::table;
+      auto v = detail::result_value(g, Name.view(), &detail::partitioned_ops<Split, R>::table);
       // A 1-D result has one element per unit; a block result keeps the
       // shape of the argument it is shaped like.
-      const std::size_t inner = std::is_same_v<Split, split::contiguous> ? 1 : like.inner;
-      v->shape = {like.units, inner, sizeof(typename Split::template element<R>)};
+      const std::size_t inner = std::is_same_v<Split, split::contiguous> ? 1 : units.like.inner;
+      v->shape = {units.like.units, inner, sizeof(typename Split::template element<R>)};
       constexpr std::size_t proto = prototype_index<K, Tuple>();
       v->state = detail::result_state<Split, R, typename decltype(prototype_state<K, Tuple>())::type>(
           proto < n_specs ? states[proto] : nullptr);
-      v->status = detail::value_status::pending;
-      v->owner = g.weak_from_this();
       node.args.push_back({detail::arg_role::out, v, nullptr});
       results.push_back(v);
       return detail::part_binder<Split, R, false>{slot++, v->shape, v->state};
     } else {
       using R = typename S::value;
       static_assert(std::is_trivially_copyable_v<R>, "oa::annotate: a reduction result must be trivially copyable");
-      if (!have_like) throw invalid_argument(std::string(Name.view()), arg_name, "a reduction needs a split argument");
-      auto v = std::make_shared<detail::value_state>();
-      v->label = "result of " + std::string(Name.view());
-      v->ops = &detail::reduction_ops<Split, R>::table;
-      v->status = detail::value_status::pending;
-      v->owner = g.weak_from_this();
+      if (!units.have_like) throw invalid_argument(std::string(Name.view()), arg_name, "a reduction needs a split argument");
+      auto v = detail::result_value(g, Name.view(), &detail::reduction_ops<Split, R>::table);
       node.reduction = v;
       results.push_back(v);
       return std::type_identity<S>{};
     }
   }
 
-
-  void check_units(const split::shape& s, std::size_t& units, split::shape& like, bool& have_like,
-                   std::size_t& like_arg, std::size_t k, const char* fn, const std::string& arg_name) const {
-    if (!have_like) {
-      have_like = true;
-      like = s;
-      units = s.units;
-      like_arg = k;
-      return;
-    }
-    if (s.units != units)
-      throw invalid_argument(fn, arg_name,
-                             "has " + std::to_string(s.units) + " units to split where " +
-                                 argument_label_dyn(like_arg) + " has " + std::to_string(units) +
-                                 " (the split arguments of one call must have equal lengths)");
-    if constexpr (has_elementwise)
-      if (s.inner != like.inner)
-        throw invalid_argument(fn, arg_name,
-                               "has " + std::to_string(s.inner) + " elements per unit where " +
-                                   argument_label_dyn(like_arg) + " has " + std::to_string(like.inner) +
-                                   " (element-wise arguments must have equal shapes)");
-  }
-
-  template <std::size_t K>
-  std::string argument_label() const {
-    return argument_label_dyn(K);
-  }
-  std::string argument_label_dyn(std::size_t k) const {
-    std::string s = "argument " + std::to_string(k + 1);
-    const char* n = nullptr;
-    std::size_t i = 0;
-    std::apply([&](const auto&... sp) { ((i++ == k ? (n = sp.name, 0) : 0), ...); }, specs_);
-    if (n) s += " (" + std::string(n) + ")";
-    return s;
-  }
 
   template <class Binders, std::size_t... K>
   void make_kernels(detail::call_node& node, const Binders& b, std::index_sequence<K...>) const {
@@ -1279,6 +1221,7 @@ class annotated {
   Dev dev_;
   double cost_;
   std::tuple<Specs...> specs_;
+  std::array<const char*, n_specs> names_;  // the specs' names, for messages
 };
 
 /// Builds an annotated function from its parts: oa::cpu(f) and oa::args(...)

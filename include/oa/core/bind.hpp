@@ -13,6 +13,34 @@
 
 namespace oa::detail {
 
+// What an annotated call does that depends on none of its types lives in the
+// library (src/core/bind.cpp): each call's instantiation compiles only what
+// its types decide.
+
+/// "argument k+1", and " (name)" when the spec is named.
+std::string argument_label(std::size_t k, const char* name);
+
+/// The split arguments of one call seen so far: the first sets the units
+/// (and, for an element-wise call, the elements per unit) the others must have.
+struct unit_check {
+  std::size_t units = 0;
+  split::shape like{};
+  bool have_like = false;
+  std::size_t like_arg = 0;
+  /// Takes argument k (0-based; `names` the specs' names) of shape `s`;
+  /// throws oa::invalid_argument naming it and the first when they differ.
+  void take(const split::shape& s, std::size_t k, bool same_inner, const char* fn, const std::string& arg_name,
+            const char* const* names);
+};
+
+/// The next version of a caller's object that call `fn` updates in place
+/// (a mut argument `arg_name`): pending, registered as the object's latest.
+value_ptr updated_value(graph& g, const value_state& old, const std::string& arg_name, std::string_view fn);
+
+/// A new value that call `fn` produces (an out argument, its returned
+/// chunks or its reduction), pending until the call runs.
+value_ptr result_value(graph& g, std::string_view fn, const value_ops* ops);
+
 /// The value of argument `arg_name` of function `fn`, viewed through split
 /// type Split (whose shape_of gives its shape) and value operations `ops`.
 template <class Split, class T, class A>
