@@ -209,6 +209,9 @@ void configure(const options& opt, const std::string& mode, std::size_t whole_bu
     // The planner sizes chunks for every stream of the pipeline even when
     // sequential; one stream lets a single chunk take the whole budget.
     c.streams = 1;
+    // Each run copies all in and all out: no copy kept on the device for the
+    // next repeat (nor its bytes taken from the budget the run was sized for).
+    c.keep_copies = false;
   }
   oa::set_config(c, origin);
 }
@@ -228,6 +231,10 @@ std::size_t device_bytes_per_element(const options& opt, const workload_spec& w)
   c.sequential = true;
   c.chunk_bytes = 0;
   c.host_threshold = 0;  // the probe is small: keep it on the device anyway
+  // Whole copies of the values take their bytes out of the budget apart
+  // from the slots' buffers, which are all a report's bytes_per_unit counts:
+  // without them every value is in the buffers.
+  c.keep_copies = false;
   std::size_t per_element = 0;
   try {
     oa::set_config(c, opt.origin);
@@ -603,7 +610,7 @@ CLI::Validator count_validator() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
         const auto v = oa_bench::parse_count(s);
-        if (!v) return "'" + s + "' is not a positive element count (16777216, 2^24, 16Mi or 16M)";
+        if (!v) return "'" + s + "' is not an element count from 1 to 2^64 - 1 (16777216, 2^24, 16Mi or 16M)";
         s = std::to_string(*v);
         return {};
       },

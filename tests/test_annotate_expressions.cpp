@@ -86,6 +86,28 @@ TEST_CASE("an expression of oa::ops as the device function: the CPU function's b
   }
 }
 
+TEST_CASE("oa::ops::min and max are std::min and std::max: NaNs and signed zeros give the same bits") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> pattern_a{nan, 1.0, nan, -0.0, 0.0, -0.0, 2.0, -3.0, 0.0};
+  const std::vector<double> pattern_b{1.0, nan, nan, 0.0, -0.0, -0.0, -2.0, 3.0, 0.0};
+  std::vector<double> a, b;
+  for (int rep = 0; rep < 4000; ++rep) {  // 36,000 elements, paged through 64 KiB
+    a.insert(a.end(), pattern_a.begin(), pattern_a.end());
+    b.insert(b.end(), pattern_b.begin(), pattern_b.end());
+  }
+  std::vector<double> want_bound(a.size()), want_lesser(a.size()), want_greater(a.size());
+  lib::bound(a, want_bound, -0.0, 0.0);
+  lib::lesser(a, b, want_lesser);
+  lib::greater(a, b, want_greater);
+  for (const device_case& d : devices()) {
+    CAPTURE(d.name);
+    oa_test::config_scope scope(d.config);
+    CHECK(same_bits(bound(a, -0.0, 0.0).get(), want_bound));
+    CHECK(same_bits(lesser(a, b).get(), want_lesser));
+    CHECK(same_bits(greater(a, b).get(), want_greater));
+  }
+}
+
 TEST_CASE("expressions fuse with the other calls of their stage; a lazy scalar is read when the chunk runs") {
   const std::vector<double> x = oa_test::random_vector(50000, -3.0, 3.0, 22);
   std::vector<double> d(x.size()), want(x.size());

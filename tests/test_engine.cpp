@@ -39,6 +39,34 @@ inline constexpr auto scale_cols = oa::annotate<"test::scale_cols">(
     oa::args(oa::mut<oa::split::cols>("m"), oa::scalar<double>("k")),
     oa::device_fn(oa::elementwise(oa::ops::mul{})));
 
+// Several results: each spec's lazy must be its own.
+void split_sign_cpu(std::span<const double> x, std::span<double> pos, std::span<double> neg) {
+  for (std::size_t i = 0; i < x.size(); ++i) pos[i] = x[i] > 0 ? x[i] : 0, neg[i] = x[i] < 0 ? x[i] : 0;
+}
+inline constexpr auto split_sign = oa::annotate<"test::split_sign">(
+    oa::cpu(&split_sign_cpu),
+    oa::args(oa::in<oa::split::contiguous>("x"), oa::out<oa::split::contiguous, std::vector<double>>("pos"),
+             oa::out<oa::split::contiguous, std::vector<double>>("neg")));
+double doubled_sum_cpu(std::span<const double> x, std::span<std::int64_t> rounded, std::span<double> twice) {
+  double s = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) rounded[i] = std::llround(x[i] * 100), twice[i] = 2 * x[i], s += x[i];
+  return s;
+}
+inline constexpr auto doubled_sum = oa::annotate<"test::doubled_sum">(
+    oa::cpu(&doubled_sum_cpu),
+    oa::args(oa::in<oa::split::contiguous>("x"), oa::out<oa::split::contiguous, std::vector<std::int64_t>>("rounded"),
+             oa::out<oa::split::contiguous, std::vector<double>>("twice"), oa::ret<oa::split::sum, double>));
+
+// A library's maximum of magnitudes, 0 for no input (not the split type's identity, -inf).
+double max_abs_cpu(std::span<const double> x) {
+  double m = 0;
+  for (double v : x) m = std::max(m, std::abs(v));
+  return m;
+}
+inline constexpr auto max_abs = oa::annotate<"test::max_abs">(
+    oa::cpu(&max_abs_cpu), oa::args(oa::in<oa::split::contiguous>("x"), oa::ret<oa::split::max, double>),
+    oa::device_fn(oa::elementwise(oa::ops::abs{})));
+
 std::vector<oa::config> devices() {
   return {oa_test::host_config(), oa_test::emulated_config(std::size_t{1} << 20)};
 }
@@ -52,6 +80,58 @@ oa::config emulated_fused(std::size_t budget) {
 }
 
 }  // namespace
+
+TEST_CASE("several results: each out and ret spec gets its own value, in spec order") {
+  const std::vector<double> x = oa_test::random_vector(100003, -1.0, 1.0, 11);
+  std::vector<double> pos(x.size()), neg(x.size()), twice(x.size());
+  std::vector<std::int64_t> rounded(x.size());
+  split_sign_cpu(x, pos, neg);
+  const double sum = doubled_sum_cpu(x, rounded, twice);
+  for (const oa::config& c : {oa_test::host_config(), oa_test::emulated_config(std::size_t{64} << 10)}) {
+    CAPTURE(c.device);
+    config_scope scope(c);
+    auto [p, n] = split_sign(x);
+    static_assert(std::is_same_v<decltype(p), oa::lazy<std::vector<double>>>);
+    auto [r, t, s] = doubled_sum(x);
+    static_assert(std::is_same_v<decltype(r), oa::lazy<std::vector<std::int64_t>>>);
+    static_assert(std::is_same_v<decltype(s), oa::lazy<double>>);
+    CHECK(p.get() == pos);
+    CHECK(n.get() == neg);
+    CHECK(r.get() == rounded);
+    CHECK(t.get() == twice);
+    CHECK(s.get() == doctest::Approx(sum).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("an empty input: the library's functions run once on empty views, a reduction is theirs") {
+  oa::config forced = oa_test::emulated_config(std::size_t{64} << 10);
+  forced.host_threshold = 0;
+  oa::config fused = emulated_fused(std::size_t{64} << 10);
+  fused.host_threshold = 0;
+  for (const oa::config& c : {oa_test::host_config(), forced, fused}) {
+    CAPTURE(c.device);
+    CAPTURE(c.emulated_fused);
+    config_scope scope(c);
+    oa::clear_reports();
+    const std::vector<double> none;
+    CHECK(max_abs(none).get() == 0.0);  // -inf, the identity of max, were no function called
+    auto [p, n] = split_sign(none);
+    auto [r, t, s] = doubled_sum(none);
+    CHECK(p.get().empty());
+    CHECK(n.get().empty());
+    CHECK(r.get().empty());
+    CHECK(t.get().empty());
+    CHECK(s.get() == 0.0);
+    for (const oa::stage_report& rep : oa::reports()) {
+      CHECK(rep.device == "host");
+      if (c.device != "host") CHECK(rep.placement_reason.find("empty stage") != std::string::npos);
+      CHECK(rep.h2d_bytes + rep.d2h_bytes == 0);
+    }
+    // Non-empty again on the same runtime: placed and paged as before.
+    const std::vector<double> x = oa_test::random_vector(20000, -2.0, 1.0, 5);
+    CHECK(max_abs(x).get() == max_abs_cpu(x));
+  }
+}
 
 TEST_CASE("nothing runs until a value is asked for") {
   config_scope cs(oa_test::host_config());

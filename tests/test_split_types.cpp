@@ -28,7 +28,11 @@
 #include <utility>
 #include <vector>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "oa/core/annotate.hpp"
+#include "oa/core/host_pages.hpp"
 #include "oa/split_types/all.hpp"
 #include "stateful/geo_oa.hpp"
 #include "support.hpp"
@@ -286,6 +290,44 @@ TEST_CASE("contiguous: a read-only span stays read-only, a mutable one writable"
   vm[0] = 20;
   CHECK(store == std::vector<double>{1, 20, 3, 4});
   CHECK(vc[1] == 3);
+}
+
+TEST_CASE("contiguous: a made vector has its length and zeros; faulting pages in writes no byte") {
+  using S = split::contiguous;
+  // Large enough that its pages are faulted in on several threads first.
+  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{3} << 20}) {
+    CAPTURE(n);
+    const auto v = S::make<std::vector<double>>(shape{n, 1, sizeof(double)});
+    CHECK(v.size() == n);
+    CHECK(std::all_of(v.begin(), v.end(), [](double x) { return x == 0; }));
+  }
+  // Memory already written keeps every byte, at any offset and length.
+  std::vector<std::uint8_t> bytes((std::size_t{24} << 20) + 12345);
+  std::mt19937_64 g(7);
+  for (auto& b : bytes) b = static_cast<std::uint8_t>(g());
+  const std::vector<std::uint8_t> before = bytes;
+  oa::detail::fault_in(bytes.data() + 3, bytes.size() - 7);
+  oa::detail::fault_in(bytes.data(), 100);
+  oa::detail::fault_in(nullptr, 1 << 30);
+  CHECK(bytes == before);
+
+  // Fresh memory is resident after it, every page (where the kernel has
+  // MADV_POPULATE_WRITE: Linux 5.14 on).
+  const std::size_t len = std::size_t{16} << 20, page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* fresh = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(fresh != MAP_FAILED);
+  const auto resident = [&] {
+    std::vector<unsigned char> in(len / page);
+    REQUIRE(mincore(fresh, len, in.data()) == 0);
+    return static_cast<std::size_t>(std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; }));
+  };
+  CHECK(resident() == 0);
+  oa::detail::fault_in(fresh, len);
+  if (madvise(fresh, page, 23 /* MADV_POPULATE_WRITE */) == 0)
+    CHECK(resident() == len / page);
+  else
+    MESSAGE("this kernel has no MADV_POPULATE_WRITE: pages fault in on first write");
+  munmap(fresh, len);
 }
 
 TEST_CASE("contiguous: accepts, makeable and shape_of") {

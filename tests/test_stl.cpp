@@ -436,6 +436,13 @@ TEST_CASE("for_each and contiguous iterator ranges: the standard algorithms' res
     CHECK(oa::stl::inclusive_scan(std::vector<std::int64_t>(v)).get() == scanned);
     std::exclusive_scan(want.begin(), want.end(), scanned.begin(), std::int64_t{5});
     CHECK(oa::stl::exclusive_scan(v.begin(), v.end(), std::int64_t{5}).get() == scanned);
+    // Sums of another type than the elements (as std's: init's type), int32 into int64.
+    const std::vector<std::int32_t> narrow = random_vector<std::int32_t>(70001, 32);
+    std::vector<std::int64_t> wide(narrow.size());
+    std::exclusive_scan(narrow.begin(), narrow.end(), wide.begin(), std::int64_t{1} << 40);
+    CHECK(oa::stl::exclusive_scan(narrow, std::int64_t{1} << 40).get() == wide);
+    std::inclusive_scan(narrow.begin(), narrow.end(), wide.begin(), std::plus<>{}, std::int64_t{-7});
+    CHECK(oa::stl::inclusive_scan(narrow, std::plus<>{}, std::int64_t{-7}).get() == wide);
     std::transform(want.begin(), want.end(), tripled.begin(), [](std::int64_t x) { return 3 * x; });
     CHECK(oa::stl::transform(v.begin(), v.end(), [](std::int64_t x) { return 3 * x; }).get() == tripled);
     // A device-callable functor updating in place: on the device, paged.

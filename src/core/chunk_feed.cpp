@@ -7,11 +7,14 @@ namespace oa::detail {
 chunk_feed::chunk_feed(std::size_t units, std::size_t chunk_units, std::size_t chunk_partial_bytes, int devices,
                        bool even, bool progress, std::string what)
     : chunk_units_(std::max<std::size_t>(chunk_units, 1)),
-      ranges_(split::chunks(std::max<std::size_t>(units, 1), chunk_units_)),
+      // No units: one empty chunk, so that the stage's functions run as the
+      // library's would on empty input (a reduction's value is theirs, not
+      // the split type's identity).
+      ranges_(units == 0 ? std::vector<split::range>{split::range{0, 0}} : split::chunks(units, chunk_units_)),
       even_(even && devices > 1),
       takers_(static_cast<std::size_t>(std::max(devices, 1))),
       progress_(progress, std::move(what), units == 0 ? 0 : ranges_.size()) {
-  count_ = units == 0 ? 0 : ranges_.size();
+  count_ = ranges_.size();
   partials_.assign(count_ * chunk_partial_bytes, std::byte{0});
   partial_entries_.assign(count_, 1);
   taken_.assign(count_, 0);

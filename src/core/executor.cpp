@@ -14,6 +14,7 @@
 #include "core/stage_plan.hpp"
 #include "core/undo_log.hpp"
 #include "oa/core/error.hpp"
+#include "oa/core/process_clock.hpp"
 
 namespace oa::detail {
 
@@ -291,10 +292,22 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
   const bool fused = P.mode == placement_mode::fused;
 
   // Host storage of results, created uninitialised and filled chunk by chunk.
+  // Its first touch is host work before the stage's first copy (a large
+  // result's pages faulted in): a trace shows it.
+  const auto making = std::chrono::steady_clock::now();
+  std::size_t made_bytes = 0;
   for (const auto& v : L.values)
-    if (v.cls == value_class::output && !v.v->object)
+    if (v.cls == value_class::output && !v.v->object) {
       v.v->owned = v.v->ops->make(v.v->shape, v.v->state.get(), v.v->object);
+      made_bytes += v.v->shape.bytes();
+    }
   for (value_state* r : L.reductions) r->owned = r->ops->make(r->shape, r->state.get(), r->object);
+  if (opt.trace && made_bytes > 0) {
+    std::string calls;
+    for (const std::string& c : rep.calls) calls += (calls.empty() ? "" : ", ") + c;
+    opt.trace->push_back({host.name(), "host results", "results made", process_seconds(making),
+                          process_seconds(std::chrono::steady_clock::now()), made_bytes, std::move(calls)});
+  }
 
   for (device* d : devs) {
     d->set_recording(true);

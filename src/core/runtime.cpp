@@ -448,8 +448,12 @@ void rethrow_failures(graph& g, const char* where) {
 
 void report_unobserved(runtime_state& s, const graph::failure& f) noexcept {
   const std::string what = describe_failure(f);
-  std::fprintf(stderr, "oa: an error that no caller received (the call's results were never asked for): %s\n",
-               what.c_str());
+  // Without an error: calls that never ran (their thread ended first).
+  if (f.error)
+    std::fprintf(stderr, "oa: an error that no caller received (the call's results were never asked for): %s\n",
+                 what.c_str());
+  else
+    std::fprintf(stderr, "oa: %s\n", what.c_str());
   try {
     std::lock_guard lock(s.mutex);
     s.log.unobserved_errors.push_back(what);

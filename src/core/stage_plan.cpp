@@ -26,6 +26,9 @@ placement place_stage(const stage& s, const std::vector<call_node>& nodes,
   const auto node = [&](int n) -> const call_node& { return nodes[static_cast<std::size_t>(n)]; };
   if (dev.kind() == device_kind::host) return {&dev, "host device selected"};
   if (!device_failed.empty()) return {&host, "the device failed earlier: " + device_failed};
+  // Its functions are still called, once, on empty views: a reduction of
+  // nothing is what the library returns for nothing.
+  if (s.units == 0 && !s.contraction) return {&host, "an empty stage: nothing to copy"};
   if (!s.device_capable) {
     std::string cpu_only;
     for (int n : s.calls)

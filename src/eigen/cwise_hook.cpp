@@ -233,7 +233,7 @@ void binary(const op_call& c, const detail::kernel_args& k, Eigen::Index n) {
         case cwise_op::sub: out = a - b; break;
         case cwise_op::mul: out = a * b; break;
         case cwise_op::div: out = a / b; break;
-        case cwise_op::min: out = (a < b).select(a, b); break;  // oa::ops::min
+        case cwise_op::min: out = (b < a).select(b, a); break;  // oa::ops::min
         case cwise_op::max: out = (a < b).select(b, a); break;  // oa::ops::max
         case cwise_op::pow: out = a.pow(b); break;
         default: throw error("oa: Eigen hook: operation is not binary");

@@ -455,7 +455,9 @@ inline constexpr auto block_totals_with = oa::annotate<"oa::stl::scan (block tot
     oa::args(oa::in<scan_blocks>("first"), oa::scalar<Op>("op"),
              oa::out<split::contiguous, std::vector<T>>("block_totals")));
 
-template <class Op, class T>
+// E: the input's elements. CUB's scans read them as T: a GPU version only
+// where they are T (an int32 array scanned into int64 sums runs on the host).
+template <class Op, class T, class E = T>
 inline constexpr auto block_totals = oa::annotate<"oa::stl::scan (block totals)">(
     oa::cpu([](const auto& in, auto& totals) {
       for (std::size_t b = 0; b < totals.size(); ++b) {
@@ -464,7 +466,8 @@ inline constexpr auto block_totals = oa::annotate<"oa::stl::scan (block totals)"
       }
     }),
     oa::args(oa::in<scan_blocks>("first"), oa::out<split::contiguous, std::vector<T>>("block_totals")),
-    oa::device_fn(oa::kernel(OA_STL_GPU((gpu_type<T> && std::is_same_v<Op, split::ops_detail::plus>),
+    oa::device_fn(oa::kernel(OA_STL_GPU((gpu_type<T> && std::is_same_v<Op, split::ops_detail::plus> &&
+                                         std::is_same_v<E, T>),
                                         [](const stream_view& s, const auto& in, const auto& totals,
                                            std::span<std::byte> scratch) {
                                           oa::cuda::stl::block_sums<T>(s, in.data(), in.size(), scan_block,
@@ -496,7 +499,7 @@ inline constexpr auto scan_with_totals_with = oa::annotate<"oa::stl::scan (state
     oa::args(oa::in<scan_blocks>("first"), oa::scalar<std::vector<T>>("block_totals"), oa::scalar<T>("init"),
              oa::scalar<Op>("op"), oa::out<scan_blocks, std::vector<T>>("d_first")));
 
-template <class Op, class T, bool Inclusive>
+template <class Op, class T, bool Inclusive, class E = T>
 inline constexpr auto scan_with_totals = oa::annotate<"oa::stl::scan">(
     oa::cpu([](const auto& in, const std::vector<T>& totals, const T& init, auto& out) {
       scan_chunk<Op, T, Inclusive>(in, totals, init, Op{}, out);
@@ -505,7 +508,8 @@ inline constexpr auto scan_with_totals = oa::annotate<"oa::stl::scan">(
              oa::out<scan_blocks, std::vector<T>>("d_first")),
     // A sum on a GPU: the chunk's carry from the totals (on the host, as the
     // CPU function), then CUB's scan of the chunk from it.
-    oa::device_fn(oa::kernel(OA_STL_GPU((gpu_type<T> && std::is_same_v<Op, split::ops_detail::plus>),
+    oa::device_fn(oa::kernel(OA_STL_GPU((gpu_type<T> && std::is_same_v<Op, split::ops_detail::plus> &&
+                                         std::is_same_v<E, T>),
                                         [](const stream_view& s, const auto& in, const std::vector<T>& totals,
                                            const T& init, const auto& out, std::span<std::byte> scratch) {
                                           T carry = init;
@@ -527,7 +531,7 @@ lazy<std::vector<T>> scan(In&& in, T init, const Op& op) {
     if constexpr (stateful<Op>)
       return block_totals_with<Op, T>(std::forward<decltype(x)>(x), op);
     else
-      return block_totals<Op, T>(std::forward<decltype(x)>(x));
+      return block_totals<Op, T, element_t<In>>(std::forward<decltype(x)>(x));
   };
   if constexpr (std::is_lvalue_reference_v<In>)
     totals = first_pass(in);
@@ -536,7 +540,7 @@ lazy<std::vector<T>> scan(In&& in, T init, const Op& op) {
   if constexpr (stateful<Op>)
     return scan_with_totals_with<Op, T, Inclusive>(std::forward<In>(in), std::move(totals), init, op);
   else
-    return scan_with_totals<Op, T, Inclusive>(std::forward<In>(in), std::move(totals), init);
+    return scan_with_totals<Op, T, Inclusive, element_t<In>>(std::forward<In>(in), std::move(totals), init);
 }
 
 /// The scan with the caller's operation: its object where it has state,

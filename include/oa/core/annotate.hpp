@@ -479,7 +479,8 @@ template <fixed_string Function, std::size_t Argument, bool Lvalue>
 struct check_mut_lvalue {
   static_assert(Lvalue,
                 "oa: a mut argument must be the caller's non-const object (an lvalue), which the "
-                "call updates in place (the instantiation names the function and the argument)");
+                "call updates in place; a view of the caller's data (a std::span) is passed as a named "
+                "variable too (the instantiation names the function and the argument)");
   static constexpr bool value = true;
 };
 template <fixed_string Function, std::size_t Argument, bool NotLazy>
@@ -728,9 +729,11 @@ class annotated {
   template <class... Args>
   auto operator()(Args&&... a) const {
     static_assert(detail::check_call_arity<Name, n_params, sizeof...(Args)>::value);
-    // A failed check has named what is wrong: nothing more is instantiated.
-    if constexpr (n_params == sizeof...(Args) &&
-                  checked_call<std::tuple<Args&&...>>(std::make_index_sequence<n_specs>{}))
+    // A failed check has named what is wrong: nothing more is instantiated
+    // (the argument checks index the arguments by spec: not with too few).
+    if constexpr (n_params != sizeof...(Args))
+      return result_type();  // not reached: the program does not compile
+    else if constexpr (checked_call<std::tuple<Args&&...>>(std::make_index_sequence<n_specs>{}))
       return record(std::make_index_sequence<n_specs>{}, std::forward_as_tuple(std::forward<Args>(a)...));
     else
       return result_type();  // not reached: the program does not compile
@@ -1200,8 +1203,7 @@ class annotated {
 
   template <std::size_t... K>
   static auto make_results(const std::vector<detail::value_ptr>& results, std::index_sequence<K...>) {
-    std::size_t i = 0;
-    auto tup = std::tuple_cat(result_of<K>(results, i)...);
+    auto tup = std::tuple_cat(result_of<K>(results)...);
     if constexpr (std::tuple_size_v<decltype(tup)> == 0)
       return;
     else if constexpr (std::tuple_size_v<decltype(tup)> == 1)
@@ -1209,10 +1211,20 @@ class annotated {
     else
       return tup;
   }
+  // Results are bound in spec order; spec K's is the one after those of the
+  // out and ret specs before it. An index fixed at compile time, not counted
+  // while tuple_cat's arguments are evaluated, in an order the language
+  // leaves open (g++ goes right to left).
   template <std::size_t K>
-  static auto result_of(const std::vector<detail::value_ptr>& results, std::size_t& i) {
+  static constexpr std::size_t result_index() {
+    std::size_t n = 0;
+    for (std::size_t j = 0; j < K; ++j) n += kinds[j] == spec::kind::out || kinds[j] == spec::kind::ret;
+    return n;
+  }
+  template <std::size_t K>
+  static auto result_of(const std::vector<detail::value_ptr>& results) {
     if constexpr (kinds[K] == spec::kind::out || kinds[K] == spec::kind::ret)
-      return std::make_tuple(lazy<typename spec_at<K>::value>(results[i++]));
+      return std::make_tuple(lazy<typename spec_at<K>::value>(results[result_index<K>()]));
     else
       return std::tuple<>{};
   }

@@ -111,8 +111,8 @@ OA_EXPR_BINARY_OPERATOR(>=, greater_equal)
 OA_EXPR_BINARY_OPERATOR(==, equal_to)
 OA_EXPR_BINARY_OPERATOR(!=, not_equal_to)
 OA_EXPR_BINARY(pow, pow)
-// oa::ops::min and max: a < b ? a : b and a < b ? b : a (with a NaN, the
-// second operand of min, the first of max); select says otherwise.
+// oa::ops::min and max: std::min and std::max (with a NaN or equal
+// operands, the first); select says otherwise.
 OA_EXPR_BINARY(min, min)
 OA_EXPR_BINARY(max, max)
 OA_EXPR_UNARY(exp)

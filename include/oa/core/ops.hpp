@@ -41,12 +41,15 @@ OA_BINARY_OP(add, a + b)
 OA_BINARY_OP(sub, a - b)
 OA_BINARY_OP(mul, a* b)
 OA_BINARY_OP(div, a / b)
-OA_BINARY_OP(min, a < b ? a : b)
+// std::min and std::max, to the bit: the first operand unless the second is
+// smaller (larger), so with a NaN or equal operands (-0.0 and 0.0) the
+// first, as a CPU function written with std::min/std::max gives.
+OA_BINARY_OP(min, b < a ? b : a)
 OA_BINARY_OP(max, a < b ? b : a)
 // The smaller (larger) of a and b, or NaN when either is NaN (only NaN
 // differs from itself): what min and max reductions combine with, so that
 // their result is NaN when any element is, whatever the order of combining
-// (chunks, blocks, threads). min and max above are Eigen's cwiseMin/cwiseMax.
+// (chunks, blocks, threads). min and max above are also Eigen's cwiseMin/cwiseMax.
 OA_BINARY_OP(min_nan, a != a ? a : b != b ? b : (b < a ? b : a))
 OA_BINARY_OP(max_nan, a != a ? a : b != b ? b : (a < b ? b : a))
 OA_BINARY_OP(less, a < b)

@@ -237,7 +237,8 @@ struct unary_of<Eigen::internal::scalar_cast_op<S, N>> {
 };
 
 /// Binary functors; `swap`: oa's operator takes the operands the other way
-/// round (Eigen's min is std::min(a, b), which is oa::ops::min(b, a)).
+/// round (none does: Eigen's min and max are std::min and std::max, as
+/// oa::ops::min and max are).
 template <class F>
 struct binary_of {
   enum { known = 0 };
@@ -257,7 +258,7 @@ OA_EIGEN_BINARY(scalar_conj_product_op, mul, 0)  // dot(): real scalars only (el
 #undef OA_EIGEN_BINARY
 template <class L, class R>
 struct binary_of<Eigen::internal::scalar_min_op<L, R, Eigen::PropagateFast>> {
-  enum { known = 1, swap = 1 };
+  enum { known = 1, swap = 0 };
   static cwise_op op() { return cwise_op::min; }
 };
 template <class L, class R>

@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "oa/core/host_pages.hpp"
 #include "oa/split_types/split.hpp"
 
 namespace oa::split {
@@ -22,7 +23,15 @@ struct contiguous_traits<std::vector<E, A>> {
   using element = E;
   template <class Cv>
   using view = std::span<like_const<Cv, E>>;
-  static std::vector<E, A> make(std::size_t n) { return std::vector<E, A>(n); }
+  // A vector of n elements is filled (zeroed) by its constructor on the
+  // calling thread: its pages are faulted in on several threads first.
+  static std::vector<E, A> make(std::size_t n) {
+    std::vector<E, A> v;
+    v.reserve(n);
+    oa::detail::fault_in(v.data(), n * sizeof(E));
+    v.resize(n);
+    return v;
+  }
   static constexpr bool makeable = true;
 };
 

@@ -1,0 +1,60 @@
+#include "oa/core/host_pages.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <thread>
+#include <vector>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23  // Linux 5.14; older kernels answer EINVAL
+#endif
+
+namespace oa::detail {
+
+namespace {
+constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
+constexpr std::uintptr_t piece = std::uintptr_t{8} << 20;  // one thread's share of work at a time
+constexpr std::size_t worth_threads = std::size_t{4} << 20;
+}  // namespace
+
+void fault_in(void* p, std::size_t bytes) noexcept {
+  if (!p || bytes < worth_threads) return;
+  static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto first = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) / page * page;
+  if (end <= first) return;
+  // Only the whole 2 MiB blocks: nothing outside the range is committed.
+  const std::uintptr_t huge_first = (first + huge - 1) / huge * huge, huge_end = end / huge * huge;
+  if (huge_end > huge_first) (void)madvise(reinterpret_cast<void*>(huge_first), huge_end - huge_first, MADV_HUGEPAGE);
+
+  std::atomic<std::uintptr_t> next{first};
+  std::atomic<bool> unsupported{false};
+  const auto work = [&] {
+    for (std::uintptr_t a; !unsupported.load(std::memory_order_relaxed) && (a = next.fetch_add(piece)) < end;)
+      if (madvise(reinterpret_cast<void*>(a), std::min(end, a + piece) - a, MADV_POPULATE_WRITE) != 0 &&
+          errno == EINVAL)
+        unsupported.store(true, std::memory_order_relaxed);  // the first writes will fault instead
+  };
+  // The cores are the engine's own at this point (results are made before
+  // the stage's work starts); faulting scales with them up to the memory's
+  // rate, which a handful of threads reaches.
+  const std::size_t pieces = (end - first + piece - 1) / piece;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t helpers = std::min<std::size_t>({pieces, cores, 8}) - 1;
+  std::vector<std::thread> threads;
+  threads.reserve(helpers);
+  try {
+    for (std::size_t t = 0; t < helpers; ++t) threads.emplace_back(work);
+  } catch (...) {
+    // No thread to spare: the calling thread does it all.
+  }
+  work();
+  for (std::thread& t : threads) t.join();
+}
+
+}  // namespace oa::detail
