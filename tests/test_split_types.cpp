@@ -292,14 +292,20 @@ TEST_CASE("contiguous: a read-only span stays read-only, a mutable one writable"
   CHECK(vc[1] == 3);
 }
 
-TEST_CASE("contiguous: a made vector has its length and zeros; faulting pages in writes no byte") {
+TEST_CASE("contiguous: a made vector has its length and zeros, its storage seen first; faulting pages in writes no byte") {
   using S = split::contiguous;
   // Large enough that its pages are faulted in on several threads first.
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{1000}, std::size_t{3} << 20}) {
     CAPTURE(n);
-    const auto v = S::make<std::vector<double>>(shape{n, 1, sizeof(double)});
+    const auto v = S::make<std::vector<double>>(shape{n, 1, sizeof(double)}, &oa::detail::fault_in);
     CHECK(v.size() == n);
     CHECK(std::all_of(v.begin(), v.end(), [](double x) { return x == 0; }));
+    // The hook sees the storage the vector then fills, before it fills it.
+    static std::pair<void*, std::size_t> seen;
+    const auto w = S::make<std::vector<double>>(shape{n, 1, sizeof(double)},
+                                                [](void* p, std::size_t b) noexcept { seen = {p, b}; });
+    CHECK(seen.second == n * sizeof(double));
+    if (n > 0) CHECK(seen.first == w.data());
   }
   // Memory already written keeps every byte, at any offset and length.
   std::vector<std::uint8_t> bytes((std::size_t{24} << 20) + 12345);

@@ -23,7 +23,10 @@ constexpr std::size_t worth_threads = std::size_t{4} << 20;
 }  // namespace
 
 void fault_in(void* p, std::size_t bytes) noexcept {
-  if (!p || bytes < worth_threads) return;
+  // Once refused for want of MADV_POPULATE_WRITE (Linux before 5.14), never
+  // asked again: the first writes fault the pages in, as without this.
+  static std::atomic<bool> unsupported{false};
+  if (!p || bytes < worth_threads || unsupported.load(std::memory_order_relaxed)) return;
   static const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
   const auto first = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
   const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) / page * page;
@@ -33,12 +36,15 @@ void fault_in(void* p, std::size_t bytes) noexcept {
   if (huge_end > huge_first) (void)madvise(reinterpret_cast<void*>(huge_first), huge_end - huge_first, MADV_HUGEPAGE);
 
   std::atomic<std::uintptr_t> next{first};
-  std::atomic<bool> unsupported{false};
+  std::atomic<bool> stop{false};
   const auto work = [&] {
-    for (std::uintptr_t a; !unsupported.load(std::memory_order_relaxed) && (a = next.fetch_add(piece)) < end;)
-      if (madvise(reinterpret_cast<void*>(a), std::min(end, a + piece) - a, MADV_POPULATE_WRITE) != 0 &&
-          errno == EINVAL)
-        unsupported.store(true, std::memory_order_relaxed);  // the first writes will fault instead
+    for (std::uintptr_t a; !stop.load(std::memory_order_relaxed) && (a = next.fetch_add(piece)) < end;)
+      if (madvise(reinterpret_cast<void*>(a), std::min(end, a + piece) - a, MADV_POPULATE_WRITE) != 0) {
+        // Any refusal (memory that cannot be populated so, none left) ends
+        // it: the rest faults in at its first write.
+        if (errno == EINVAL) unsupported.store(true, std::memory_order_relaxed);
+        stop.store(true, std::memory_order_relaxed);
+      }
   };
   // The cores are the engine's own at this point (results are made before
   // the stage's work starts); faulting scales with them up to the memory's
@@ -47,11 +53,11 @@ void fault_in(void* p, std::size_t bytes) noexcept {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t helpers = std::min<std::size_t>({pieces, cores, 8}) - 1;
   std::vector<std::thread> threads;
-  threads.reserve(helpers);
   try {
+    threads.reserve(helpers);
     for (std::size_t t = 0; t < helpers; ++t) threads.emplace_back(work);
   } catch (...) {
-    // No thread to spare: the calling thread does it all.
+    // No thread to spare: the calling thread does the rest.
   }
   work();
   for (std::thread& t : threads) t.join();

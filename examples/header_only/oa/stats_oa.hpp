@@ -58,7 +58,7 @@ inline constexpr auto cubic = ::oa::annotate<"stats::cubic">(
     ::oa::device_fn(
         ::oa::elementwise([](auto x, auto a, auto b, auto c, auto d) { return a + x * (b + x * (c + x * d)); })));
 
-// In place; a select keeps NaN a NaN, as stats' clamp does (oa::ops::min and max would not).
+// In place, with the comparisons of stats' clamp in its order (its bits, a NaN kept a NaN).
 inline constexpr auto clamp = ::oa::annotate<"stats::clamp">(
     ::oa::cpu<void(std::span<double>, double, double)>(&plain::clamp),
     ::oa::args(::oa::mut<contiguous>("x"), ::oa::scalar<double>("lo"), ::oa::scalar<double>("hi")),

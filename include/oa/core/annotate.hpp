@@ -36,6 +36,7 @@
 #include "oa/core/expression.hpp"
 #include "oa/core/fusion.hpp"
 #include "oa/core/graph.hpp"
+#include "oa/core/host_pages.hpp"
 #include "oa/core/lazy.hpp"
 #include "oa/core/runtime.hpp"
 #include "oa/split_types/all.hpp"
@@ -204,9 +205,16 @@ struct partitioned_ops {
       std::shared_ptr<T> p;
       if constexpr (split::has_state<S, T>) {
         if (!state) throw error(std::string("oa: split type ") + S::name + ": a result has no recorded state");
-        p = std::make_shared<T>(S::template make<T>(s, *static_cast<const split::state_t<S, T>*>(state)));
+        const auto& st = *static_cast<const split::state_t<S, T>*>(state);
+        if constexpr (requires { S::template make<T>(s, st, &fault_in); })
+          p = std::make_shared<T>(S::template make<T>(s, st, &fault_in));
+        else
+          p = std::make_shared<T>(S::template make<T>(s, st));
       } else {
-        p = std::make_shared<T>(S::template make<T>(s));
+        if constexpr (requires { S::template make<T>(s, &fault_in); })
+          p = std::make_shared<T>(S::template make<T>(s, &fault_in));  // its pages on several threads
+        else
+          p = std::make_shared<T>(S::template make<T>(s));
       }
       object = p.get();
       return p;

@@ -4,17 +4,19 @@
 // memcpy rate or less (this 2-core machine: 512 MiB in 0.42-0.50 s; an H100
 // node: 1.7-3.5 GB/s a thread). A result the engine makes for a stage (a
 // std::vector of its length, whose constructor zero-fills it on the calling
-// thread) paid that on the stage's critical path, before any work began.
+// thread) paid that on the stage's critical path, before any work began: the
+// engine passes fault_in to split types' make<T>(shape, first_touch).
 
 #include <cstddef>
 
 namespace oa::detail {
 
-/// Faults in the pages of [p, p + bytes) on several threads (the calling
-/// one among them) without writing a byte, asking for transparent huge pages
-/// on the whole 2 MiB blocks inside. Best effort, and only worth its threads
-/// for large ranges: below a few MiB, or where the kernel lacks
-/// MADV_POPULATE_WRITE, it does nothing and the first writes fault as before.
+/// Faults in the pages of [p, p + bytes) on up to 8 threads (the calling
+/// one among them, one per core at most) without writing a byte, asking for
+/// transparent huge pages on the whole 2 MiB blocks inside. Best effort, and
+/// only worth its threads for large ranges: below 4 MiB, or where the kernel
+/// lacks MADV_POPULATE_WRITE, it does nothing and the first writes fault as
+/// before.
 void fault_in(void* p, std::size_t bytes) noexcept;
 
 }  // namespace oa::detail

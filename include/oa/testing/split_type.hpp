@@ -43,7 +43,9 @@
 //                  (where state<T> has operator==)
 //   empty chunk    host_region and packed_region of an empty range [b, b) hold
 //                  no bytes (options.empty_chunks = false for a split type
-//                  that is never asked for empty ranges)
+//                  never asked for empty ranges of a value with units; the
+//                  engine asks for [0, 0) of an empty value, whose functions
+//                  it runs once on empty views)
 //   empty value    make<T> of zero units gives a value of zero units (split
 //                  types without state; with state, check an empty sample too)
 // Reduction split types. The sample: a std::vector<R> of a few partials whose

@@ -66,6 +66,11 @@ struct blocks {
   static T make(const shape&, const std::size_t& n) {
     return detail::contiguous_traits<T>::make(n);
   }
+  template <class T>
+    requires requires(first_touch f) { detail::contiguous_traits<T>::make(std::size_t{}, f); }
+  static T make(const shape&, const std::size_t& n, first_touch touch) {
+    return detail::contiguous_traits<T>::make(n, touch);
+  }
 };
 
 }  // namespace oa::split

@@ -6,7 +6,6 @@
 #include <span>
 #include <vector>
 
-#include "oa/core/host_pages.hpp"
 #include "oa/split_types/split.hpp"
 
 namespace oa::split {
@@ -23,12 +22,13 @@ struct contiguous_traits<std::vector<E, A>> {
   using element = E;
   template <class Cv>
   using view = std::span<like_const<Cv, E>>;
-  // A vector of n elements is filled (zeroed) by its constructor on the
-  // calling thread: its pages are faulted in on several threads first.
-  static std::vector<E, A> make(std::size_t n) {
+  static std::vector<E, A> make(std::size_t n) { return std::vector<E, A>(n); }
+  // Its constructor zeroes it on the calling thread: the hook sees the
+  // storage first (the engine faults its pages in on several threads).
+  static std::vector<E, A> make(std::size_t n, first_touch touch) {
     std::vector<E, A> v;
     v.reserve(n);
-    oa::detail::fault_in(v.data(), n * sizeof(E));
+    touch(v.data(), n * sizeof(E));
     v.resize(n);
     return v;
   }
@@ -110,6 +110,11 @@ struct contiguous {
   template <class T>
   static T make(const shape& s) {
     return detail::contiguous_traits<T>::make(s.units);
+  }
+  template <class T>
+    requires requires(first_touch f) { detail::contiguous_traits<T>::make(std::size_t{}, f); }
+  static T make(const shape& s, first_touch touch) {
+    return detail::contiguous_traits<T>::make(s.units, touch);
   }
 };
 

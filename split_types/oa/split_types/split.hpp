@@ -19,6 +19,10 @@
 //                                 -> region: the chunk packed in a device buffer
 //   make_view<T>(const region&, const shape&, range)  -> view<T> (and for const T)
 //   make<T>(const shape&)         -> T: uninitialised storage for a result (out specs)
+//   make<T>(const shape&, first_touch)  optional, for a T whose constructor fills it
+//                                 (std::vector zeroes it): hands the storage it allocated
+//                                 to the hook before filling it (the engine's hook faults
+//                                 its pages in on several threads)
 // A value with state that is not split (a name, a unit, a calibration) says
 // so with `state<T>`, and then the state travels with it instead:
 //   state<T>                      the unsplit state (a copyable type)
@@ -113,6 +117,10 @@ struct range {
   std::size_t size() const noexcept { return end - begin; }
   friend bool operator==(const range&, const range&) = default;
 };
+
+/// What make<T> may call on storage it allocated, before it writes it
+/// (see above); never null where it is passed.
+using first_touch = void (*)(void* p, std::size_t bytes) noexcept;
 
 /// The shape of a partitioned value: `units` units (elements, rows or
 /// columns) of `inner` elements of `elem_bytes` bytes each.
