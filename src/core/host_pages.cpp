@@ -22,6 +22,11 @@ constexpr std::uintptr_t piece = std::uintptr_t{8} << 20;  // one thread's share
 constexpr std::size_t worth_threads = std::size_t{4} << 20;
 }  // namespace
 
+void advise_huge_pages(std::uintptr_t first, std::uintptr_t end) noexcept {
+  const std::uintptr_t huge_first = (first + huge - 1) / huge * huge, huge_end = end / huge * huge;
+  if (huge_end > huge_first) (void)madvise(reinterpret_cast<void*>(huge_first), huge_end - huge_first, MADV_HUGEPAGE);
+}
+
 void fault_in(void* p, std::size_t bytes) noexcept {
   // Once refused for want of MADV_POPULATE_WRITE (Linux before 5.14), never
   // asked again: the first writes fault the pages in, as without this.
@@ -31,9 +36,7 @@ void fault_in(void* p, std::size_t bytes) noexcept {
   const auto first = (reinterpret_cast<std::uintptr_t>(p) + page - 1) / page * page;
   const auto end = (reinterpret_cast<std::uintptr_t>(p) + bytes) / page * page;
   if (end <= first) return;
-  // Only the whole 2 MiB blocks: nothing outside the range is committed.
-  const std::uintptr_t huge_first = (first + huge - 1) / huge * huge, huge_end = end / huge * huge;
-  if (huge_end > huge_first) (void)madvise(reinterpret_cast<void*>(huge_first), huge_end - huge_first, MADV_HUGEPAGE);
+  advise_huge_pages(first, end);
 
   std::atomic<std::uintptr_t> next{first};
   std::atomic<bool> stop{false};

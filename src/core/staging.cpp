@@ -1,5 +1,7 @@
 #include "core/staging.hpp"
 
+#include "oa/core/host_pages.hpp"
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -284,9 +286,7 @@ void staging_engine::prefault_ahead(const region& dst, std::uint64_t last_drain)
   // while the destination is surely the caller's, and only for the whole
   // 2 MiB blocks inside it: no byte outside is committed, and its mapping
   // splits at two places at most.
-  constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
-  const std::uintptr_t huge_first = (first + huge - 1) / huge * huge, huge_end = end / huge * huge;
-  if (huge_end > huge_first) (void)madvise(reinterpret_cast<void*>(huge_first), huge_end - huge_first, MADV_HUGEPAGE);
+  advise_huge_pages(first, end);
   for (std::uintptr_t a = first; a < end; a += piece)
     faulters_->push([this, a, b = std::min(end, a + piece), last_drain] { prefault(a, b, last_drain); });
 }

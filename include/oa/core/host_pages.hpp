@@ -8,6 +8,7 @@
 // engine passes fault_in to split types' make<T>(shape, first_touch).
 
 #include <cstddef>
+#include <cstdint>
 
 namespace oa::detail {
 
@@ -18,5 +19,11 @@ namespace oa::detail {
 /// lacks MADV_POPULATE_WRITE, it does nothing and the first writes fault as
 /// before.
 void fault_in(void* p, std::size_t bytes) noexcept;
+
+/// Asks for transparent huge pages (MADV_HUGEPAGE) on the whole 2 MiB blocks
+/// inside [first, end), where the system grants them on request (THP
+/// "madvise"): nothing outside is committed, and the mapping splits at two
+/// places at most. Best effort.
+void advise_huge_pages(std::uintptr_t first, std::uintptr_t end) noexcept;
 
 }  // namespace oa::detail
