@@ -304,6 +304,12 @@ TEST_CASE("reductions: sum, product, min and max, and oa::stl's first-of reducti
   CHECK_LAWS(check_split_type<split::min>(std::vector<double>{3, -1, 4, -1, std::nan(""), 2}));
   CHECK_LAWS(check_split_type<split::max>(std::vector<float>{3, -1, 4, 1, 5}));
   CHECK_LAWS(check_split_type<split::max>(std::vector<std::int64_t>{-7, 3, 3, 2}));
+  // Each names itself in a check's report (and a reduction without a name is "reduce").
+  CHECK(check_split_type<split::sum>(std::vector<double>{1}).split_type == "sum");
+  CHECK(check_split_type<split::product>(std::vector<double>{1}).split_type == "product");
+  CHECK(check_split_type<split::min>(std::vector<double>{1}).split_type == "min");
+  CHECK(check_split_type<split::max>(std::vector<double>{1}).split_type == "max");
+  CHECK(check_split_type<split::reduce<oa::stl::detail::only_partial>>(std::vector<double>{1}).split_type == "reduce");
   // Ties: the earlier chunk's position wins; an empty chunk's (index -1) yields.
   using position = oa::stl::position<double>;
   const std::vector<position> found{{4, 0}, {-1, 1}, {}, {-1, 3}, {7, 4}, {-1, 5}};

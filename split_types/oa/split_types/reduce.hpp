@@ -6,7 +6,8 @@
 // A user-defined reduction is any `Op` with `template <class R> static R
 // identity()` and `R operator()(R, R) const`, used as `reduce<Op>`. To reduce
 // on a device too it names the oa::ops functor that combines two partials:
-// `static constexpr const char* device_op = "add";`.
+// `static constexpr const char* device_op = "add";`, and may name itself in
+// messages and reports: `static constexpr const char* name = "norm";`.
 
 #include <algorithm>
 #include <limits>
@@ -16,10 +17,20 @@
 
 namespace oa::split {
 
+namespace ops_detail {
+template <class Op>
+constexpr const char* name_of() {
+  if constexpr (requires { { Op::name } -> std::convertible_to<const char*>; })
+    return Op::name;
+  else
+    return "reduce";
+}
+}  // namespace ops_detail
+
 template <class Op>
 struct reduce {
   static constexpr split_kind kind = split_kind::reduction;
-  static constexpr const char* name = "reduce";
+  static constexpr const char* name = ops_detail::name_of<Op>();
   using op = Op;
 
   template <class R>
@@ -41,6 +52,7 @@ struct reduce {
 
 namespace ops_detail {
 struct plus {
+  static constexpr const char* name = "sum";
   static constexpr const char* device_op = "add";  // the oa::ops functor a kernel combines with
   template <class R>
   static R identity() {
@@ -56,6 +68,7 @@ struct plus {
 // (oa::ops::min_nan and max_nan in kernels). Eigen's minCoeff/maxCoeff with
 // PropagateNaN computes the same.
 struct minimum {
+  static constexpr const char* name = "min";
   static constexpr const char* device_op = "min_nan";
   template <class R>
   static R identity() {
@@ -68,6 +81,7 @@ struct minimum {
   }
 };
 struct maximum {
+  static constexpr const char* name = "max";
   static constexpr const char* device_op = "max_nan";
   template <class R>
   static R identity() {
@@ -80,6 +94,7 @@ struct maximum {
   }
 };
 struct times {
+  static constexpr const char* name = "product";
   static constexpr const char* device_op = "mul";
   template <class R>
   static R identity() {
