@@ -126,3 +126,77 @@ TEST_CASE("overwrite: a failed stage leaves the caller's object as it was") {
     CHECK(std::all_of(out.begin(), out.end(), [](double x) { return x == 99.0; }));
   }
 }
+
+namespace {
+inline constexpr auto scale2 = oa::annotate<"scale by 2">(
+    oa::cpu([](auto& x) {
+      for (auto& e : x) e *= 2;
+    }),
+    oa::args(oa::mut<oa::split::contiguous>("x")), oa::device_fn(oa::elementwise([](auto x) { return x * 2.0; })));
+inline constexpr auto twice = oa::annotate<"twice">(
+    oa::cpu([](const auto& in, auto& out) {
+      for (std::size_t i = 0; i < in.size(); ++i) out[i] = 2 * in[i];
+    }),
+    oa::args(oa::in<oa::split::contiguous>("in"), oa::out<oa::split::contiguous, std::vector<double>>("out")),
+    oa::device_fn(oa::elementwise([](auto x) { return x * 2.0; })));
+}  // namespace
+
+TEST_CASE("a temporary std::span is the storage it views: read and updated in program order") {
+  static_assert(oa::borrowed_view<std::span<double>> && oa::borrowed_view<std::span<const double>> &&
+                !oa::borrowed_view<std::vector<double>>);
+  const std::size_t n = 300000;
+  const std::vector<double> r = ramp(n);
+  oa::config fused = oa_test::emulated_config(std::size_t{1} << 20);
+  fused.emulated_fused = true;
+  for (const oa::config& c : {oa_test::host_config(), oa_test::emulated_config(std::size_t{1} << 20), fused}) {
+    CAPTURE(c.device);
+    CAPTURE(c.emulated_fused);
+    config_scope scope(c);
+    std::vector<double> a = r, b(n, 99.0);
+    auto before = twice(a);            // reads a as it was
+    scale2(std::span<double>(a));      // a *= 2, through a view that is gone after this line
+    auto after = twice(a);             // reads a updated
+    copy_into(std::span<double>(b), a);  // b = a, through another
+    scale2(std::span<double>(a).subspan(0, n / 2));  // a's first half again
+    auto read = twice(std::span<const double>(a));   // a read through a view, after both
+    scale2(a);
+    auto last = twice(std::span<const double>(a).subspan(n / 2));
+    oa::evaluate();
+    REQUIRE(last.get().size() == n - n / 2);
+    for (std::size_t i = 0; i < n; i += 997) {
+      CAPTURE(i);
+      const double k = i < n / 2 ? 4 : 2;
+      REQUIRE(before.get()[i] == 2 * r[i]);
+      REQUIRE(after.get()[i] == 4 * r[i]);
+      REQUIRE(b[i] == 2 * r[i]);
+      REQUIRE(read.get()[i] == 2 * k * r[i]);
+      REQUIRE(a[i] == 2 * k * r[i]);
+      if (i >= n / 2) REQUIRE(last.get()[i - n / 2] == 4 * k * r[i]);
+    }
+  }
+}
+
+TEST_CASE("a call that writes elements another of its arguments covers in part is refused, the data untouched") {
+  const std::size_t n = 4000;
+  const std::vector<double> r = ramp(n);
+  for (const oa::config& c : {oa_test::host_config(), oa_test::emulated_config(std::size_t{64} << 10)}) {
+    CAPTURE(c.device);
+    config_scope scope(c);
+    std::vector<double> a = r;
+    const std::span<double> all(a);
+    CHECK_THROWS_WITH_AS(copy_into(all.subspan(0, n / 2), std::span<const double>(all.subspan(n / 4, n / 2))),
+                         "oa: copy into: argument 2 (in): its elements overlap those of argument 1 (out) in part, and "
+                         "the call writes one of them: the chunks would read elements already written (pass ranges "
+                         "that do not overlap, or the same range)",
+                         oa::invalid_argument);
+    CHECK_THROWS_AS(copy_mut(all.subspan(n / 4, n / 2), std::span<const double>(all.subspan(0, n / 2))),
+                    oa::invalid_argument);
+    oa::evaluate();
+    CHECK(a == r);
+    // The same range, and ranges side by side, are taken.
+    copy_mut(a, a);
+    copy_into(all.subspan(0, n / 2), std::span<const double>(all.subspan(n / 2)));
+    oa::evaluate();
+    for (std::size_t i = 0; i < n; i += 7) CHECK(a[i] == r[i < n / 2 ? i + n / 2 : i]);
+  }
+}

@@ -4,12 +4,14 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <oa/annotations/stl.hpp>
@@ -72,6 +74,7 @@ TEST_CASE("performance models: the fastest of a size measured twice, a power law
   CHECK(back.samples("f", "host") == 4);
   CHECK(*back.predict("f", "host", 4e6) == doctest::Approx(*m.predict("f", "host", 4e6)));
   std::filesystem::remove(path);
+  std::filesystem::remove(path + ".lock");
 
   perf_models none;
   none.load(temp_path("missing.json"));  // no history yet
@@ -90,6 +93,59 @@ TEST_CASE("performance models: the fastest of a size measured twice, a power law
     CHECK(std::string(e.what()).find(path) != std::string::npos);
   }
   std::filesystem::remove(path);
+}
+
+TEST_CASE("performance models: writers of one file keep each other's models; another format is refused") {
+  const std::string path = temp_path("shared_models.json");
+  std::filesystem::remove(path);
+  // Two runs that read the file before either wrote it: the second keeps
+  // the first's sizes, and a size both measured keeps the faster time.
+  perf_models first, second;
+  first.load(path);
+  second.load(path);
+  first.record("f", "host", 1e4, 2e-5), first.record("f", "host", 1e4, 2e-5);
+  first.record("f", "host", 1e6, 3e-3), first.record("f", "host", 1e6, 3e-3);
+  second.record("f", "host", 1e4, 1e-5), second.record("f", "host", 1e4, 1e-5);
+  second.record("g", "emulated", 1e5, 1e-4), second.record("g", "emulated", 1e5, 1e-4);
+  first.save(path);
+  second.save(path);
+  perf_models back;
+  back.load(path);
+  CHECK(*back.predict("f", "host", 1e4) == doctest::Approx(1e-5));
+  CHECK(*back.predict("f", "host", 1e6) == doctest::Approx(3e-3));
+  CHECK(*back.predict("g", "emulated", 1e5) == doctest::Approx(1e-4));
+  // Threads saving at once, each its own kind of stage: none fails, none is lost.
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t)
+    writers.emplace_back([&, t] {
+      perf_models m;
+      const std::string op = "op" + std::to_string(t);
+      for (int i = 0; i < 10; ++i) {
+        m.record(op, "host", 1e4, 1e-5);
+        try {
+          m.save(path);
+        } catch (const oa::error&) {
+          ++failures;
+        }
+      }
+    });
+  for (auto& w : writers) w.join();
+  CHECK(failures == 0);
+  perf_models all;
+  all.load(path);
+  for (int t = 0; t < 4; ++t) CHECK(all.samples("op" + std::to_string(t), "host") >= 2);
+  CHECK(all.samples("g", "emulated") == 2);
+  // A file of another format.
+  {
+    std::ofstream other(path);
+    other << "{\"format\": \"oa performance models 2\", \"models\": []}";
+  }
+  perf_models none;
+  CHECK_THROWS_WITH_AS(none.load(path), doctest::Contains("\"oa performance models 2\", not \"oa performance models 1\""),
+                       oa::error);
+  std::filesystem::remove(path);
+  std::filesystem::remove(path + ".lock");
 }
 
 TEST_CASE("OA_PLACEMENT=cost: each side calibrated twice at a size, then the faster predicted, results exact") {

@@ -37,6 +37,7 @@ value_ptr updated_value(graph& g, const value_state& old, const std::string& arg
   v->ops = old.ops;
   v->shape = old.shape;
   v->object = old.object;
+  v->owned = old.owned;  // a temporary view's copy, kept while a version may read it
   v->state = old.state;  // unsplit: chunks cannot change it
   v->user_storage = true;
   v->status = value_status::pending;

@@ -1,17 +1,14 @@
 #include "oa/core/graph.hpp"
 
 #include <cstdint>
+#include <string>
+#include <vector>
 #include <utility>
 
+#include "oa/core/error.hpp"
 #include "oa/core/runtime.hpp"
 
 namespace oa::detail {
-
-int graph::add(call_node n) {
-  std::lock_guard lock(mutex_);
-  nodes_.push_back(std::move(n));
-  return static_cast<int>(nodes_.size() - 1);
-}
 
 namespace {
 /// The bytes [first, last) a caller's object keeps its elements in.
@@ -29,7 +26,58 @@ std::pair<const std::byte*, const std::byte*> storage_of(const void* object, con
   const std::uintptr_t end = span > UINTPTR_MAX - begin ? UINTPTR_MAX : begin + span;
   return {r.data, reinterpret_cast<const std::byte*>(end)};
 }
+/// Argument `a` of call `n` as messages name it: its label, less the " of
+/// <function>" the call's binding added.
+std::string argument_name(const call_node& n, const node_arg& a) {
+  const std::string& label = a.value->label;
+  const std::string tail = " of " + n.name;
+  if (label.size() > tail.size() && label.compare(label.size() - tail.size(), tail.size(), tail) == 0)
+    return label.substr(0, label.size() - tail.size());
+  return label;
+}
+
+/// Refuses a call that writes elements which another of its arguments reads
+/// or writes in part (`a[0, n/2)` from `a[n/4, 3n/4)`): each chunk would see
+/// some of them written already, by its own call or another device's, in an
+/// order no run keeps. The same range (x += x) is one element at a time, and
+/// strided values are left alone (two columns of a matrix share a span, not
+/// elements).
+void check_overlaps(const call_node& n) {
+  struct bytes_of {
+    const node_arg* arg;
+    const std::byte* first;
+    const std::byte* last;
+  };
+  std::vector<bytes_of> spans;
+  for (const auto& a : n.args) {
+    const value_state& v = *a.value;
+    if (!v.user_storage || !v.object || !v.ops || !v.ops->host_region || v.shape.units == 0) continue;
+    const region r = v.ops->host_region(v.object, {0, v.shape.units});
+    if (!r.data || !r.contiguous() || r.bytes() == 0) continue;
+    const auto [first, last] = storage_of(v.object, v.ops, v.shape);
+    if (first) spans.push_back({&a, first, last});
+  }
+  for (std::size_t i = 0; i < spans.size(); ++i)
+    for (std::size_t j = i + 1; j < spans.size(); ++j) {
+      const bytes_of &x = spans[i], &y = spans[j];
+      const bool writes = x.arg->role == arg_role::mut || y.arg->role == arg_role::mut;
+      const bool same = x.first == y.first && x.last == y.last;
+      if (writes && !same && x.first < y.last && y.first < x.last)
+        throw invalid_argument(n.name, argument_name(n, *y.arg),
+                               "its elements overlap those of " + argument_name(n, *x.arg) + " in part, and the call "
+                               "writes one of them: the chunks would read elements already written (pass ranges "
+                               "that do not overlap, or the same range)");
+    }
+}
+
 }  // namespace
+
+int graph::add(call_node n) {
+  check_overlaps(n);
+  std::lock_guard lock(mutex_);
+  nodes_.push_back(std::move(n));
+  return static_cast<int>(nodes_.size() - 1);
+}
 
 value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label) {
   std::lock_guard lock(mutex_);

@@ -1,6 +1,11 @@
 #include "core/perf_model.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -19,6 +24,29 @@ namespace {
 std::string key_of(const std::string& op, const std::string& device) { return device + "\n" + op; }
 
 int bucket_of(double bytes) { return static_cast<int>(std::lround(2 * std::log2(std::max(bytes, 1.0)))); }
+
+constexpr const char* file_format = "oa performance models 1";
+
+/// Holds `<path>.lock` locked (flock) while alive: the writers of one models
+/// file, threads with runtimes of their own or processes, take turns.
+class file_lock {
+ public:
+  explicit file_lock(const std::string& path) : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)) {
+    if (fd_ < 0) throw error("oa: OA_PERF_MODELS: cannot open '" + path + ".lock': " + std::strerror(errno));
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) {
+        const int e = errno;
+        ::close(fd_);
+        throw error("oa: OA_PERF_MODELS: cannot lock '" + path + ".lock': " + std::strerror(e));
+      }
+  }
+  file_lock(const file_lock&) = delete;
+  file_lock& operator=(const file_lock&) = delete;
+  ~file_lock() { ::close(fd_); }  // and with it the lock
+
+ private:
+  int fd_;
+};
 
 }  // namespace
 
@@ -87,6 +115,9 @@ void perf_models::load(const std::string& path) {
     in >> j;
     if (!j.is_object() || !j.contains("models") || !j["models"].is_array())
       throw error("no \"models\" array at the top");
+    if (!j.contains("format") || !j["format"].is_string() || j["format"].get<std::string>() != file_format)
+      throw error(std::string("its \"format\" is ") + (j.contains("format") ? j["format"].dump() : "missing") +
+                  ", not \"" + file_format + "\" (written by another version of oa?)");
     for (const auto& m : j["models"]) {
       const std::string op = m.at("op").get<std::string>();
       const std::string device = m.at("device").get<std::string>();
@@ -94,7 +125,10 @@ void perf_models::load(const std::string& path) {
       for (const auto& s : m.at("sizes")) {
         bucket b{s.at("bytes").get<double>(), s.at("seconds").get<double>(), s.at("samples").get<std::size_t>()};
         if (!(b.bytes > 0) || !(b.seconds > 0) || b.n == 0) throw error("a size with no positive bytes, seconds and samples");
-        h[bucket_of(b.bytes)] = b;
+        // Joined with what is known of the size: the faster, and the larger count.
+        bucket& have = h[bucket_of(b.bytes)];
+        if (have.n == 0 || b.seconds / b.bytes < have.seconds / have.bytes) have.bytes = b.bytes, have.seconds = b.seconds;
+        have.n = std::max(have.n, b.n);
       }
     }
   } catch (const std::exception& e) {
@@ -103,22 +137,32 @@ void perf_models::load(const std::string& path) {
 }
 
 void perf_models::save(const std::string& path) const {
+  // What others wrote since this file was read is kept: the file's models
+  // joined with these (the faster time of a size, the larger count), under
+  // the lock, then a file of this writer's own renamed over it.
+  const file_lock lock(path);
+  perf_models all = *this;
+  all.load(path);
   nlohmann::json models = nlohmann::json::array();
-  for (const auto& [key, h] : models_) {
+  for (const auto& [key, h] : all.models_) {
     const auto cut = key.find('\n');
     nlohmann::json sizes = nlohmann::json::array();
     for (const auto& [i, b] : h) sizes.push_back({{"bytes", b.bytes}, {"seconds", b.seconds}, {"samples", b.n}});
     models.push_back({{"device", key.substr(0, cut)}, {"op", key.substr(cut + 1)}, {"sizes", std::move(sizes)}});
   }
-  const nlohmann::json j = {{"format", "oa performance models 1"}, {"models", std::move(models)}};
-  const std::string tmp = path + ".tmp";
+  const nlohmann::json j = {{"format", file_format}, {"models", std::move(models)}};
+  static std::atomic<unsigned> writes{0};
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(writes++);
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << j.dump(1) << '\n';
     if (!out) throw error("oa: OA_PERF_MODELS: cannot write '" + tmp + "': " + std::strerror(errno));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw error("oa: OA_PERF_MODELS: cannot replace '" + path + "': " + std::strerror(errno));
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    std::remove(tmp.c_str());
+    throw error("oa: OA_PERF_MODELS: cannot replace '" + path + "': " + std::strerror(e));
+  }
 }
 
 }  // namespace oa::detail

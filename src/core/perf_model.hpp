@@ -28,11 +28,15 @@ class perf_models {
   std::size_t samples(const std::string& op, const std::string& device) const;
   bool empty() const noexcept { return models_.empty(); }
 
-  /// Adds the models of a file written by save(); a missing or empty file is
-  /// an empty history. A file that cannot be read as one is an oa::error naming it.
+  /// Adds the models of a file written by save(), joined with these (each
+  /// size's faster time and larger count); a missing or empty file is an
+  /// empty history. A file that cannot be read as one (another format
+  /// included) is an oa::error naming it.
   void load(const std::string& path);
-  /// Writes every model to `path` (a new file then renamed over it, so that
-  /// a reader never sees half of one); an oa::error naming it on failure.
+  /// Writes every model to `path`, with what the file learned from other
+  /// writers since it was read (under `<path>.lock`; a new file of this
+  /// writer's own renamed over it, so that a reader never sees half of one);
+  /// an oa::error naming it on failure.
   void save(const std::string& path) const;
 
  private:

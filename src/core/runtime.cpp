@@ -42,10 +42,18 @@ const std::shared_ptr<runtime_state>& default_state() {
   return *s;
 }
 
-/// A thread's graphs: the default runtime's, and one per active runtime::use.
+/// Set when the thread's graphs end: trivially destructible, so that it can
+/// still be read by what runs after them (a static's destructor at exit, on
+/// the main thread, runs after its thread_locals are gone).
+thread_local bool thread_graphs_gone = false;
+
+/// A thread's graphs: the default runtime's, and one per active runtime::use
+/// (with the runtime it uses, innermost last).
 struct thread_graphs {
   std::shared_ptr<detail::graph> base;
   std::vector<std::shared_ptr<detail::graph>> used;
+  std::vector<runtime*> runtimes;
+  ~thread_graphs() { thread_graphs_gone = true; }
 };
 thread_local thread_graphs this_thread;
 
@@ -339,21 +347,22 @@ void runtime::write_outputs() {
   if (!state_->cfg.trace.empty()) write_trace_json(state_->cfg.trace, state_->log.trace);
 }
 
-namespace {
-thread_local std::vector<runtime*> used_runtimes;  // runtime::use's, innermost last
+runtime* runtime::use::innermost() noexcept {
+  return thread_graphs_gone || this_thread.runtimes.empty() ? nullptr : this_thread.runtimes.back();
 }
 
-runtime* runtime::use::innermost() noexcept { return used_runtimes.empty() ? nullptr : used_runtimes.back(); }
-
 runtime::use::use(runtime& rt) : rt_(rt) {
+  if (thread_graphs_gone)
+    throw error("oa::runtime::use: this thread's oa state has ended (a destructor at its exit): use the "
+                "default runtime there");
   this_thread.used.push_back(std::make_shared<detail::graph>(rt.state_));
-  used_runtimes.push_back(&rt);
+  this_thread.runtimes.push_back(&rt);
 }
 
 runtime::use::~use() noexcept(false) {
   std::shared_ptr<detail::graph> g = this_thread.used.back();
   this_thread.used.pop_back();
-  used_runtimes.pop_back();
+  this_thread.runtimes.pop_back();
   detail::evaluate(*g);
   if (std::uncaught_exceptions() <= uncaught_) detail::rethrow_failures(*g, "oa::runtime::use");
 }
@@ -420,6 +429,15 @@ engine_thread_scope::engine_thread_scope() noexcept { ++engine_depth; }
 engine_thread_scope::~engine_thread_scope() { --engine_depth; }
 
 std::shared_ptr<graph> current_graph() {
+  if (thread_graphs_gone) {
+    // Called after the thread's graphs ended: by a destructor that runs at
+    // the thread's exit (a static's, on the main thread, at the program's).
+    // A graph of its own for what is left of the thread, left for the
+    // process's end to reclaim (a pointer: nothing destroys it out of order).
+    thread_local std::shared_ptr<graph>* late = nullptr;
+    if (!late) late = new std::shared_ptr<graph>(std::make_shared<graph>(default_state()));
+    return *late;
+  }
   if (!this_thread.used.empty()) return this_thread.used.back();
   if (!this_thread.base) this_thread.base = std::make_shared<graph>(default_state());
   return this_thread.base;

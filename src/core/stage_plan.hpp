@@ -60,7 +60,7 @@ struct placement {
   std::size_t smallest_budget = 0;
   /// The staged layout the decision read (element-wise stages that reached
   /// it): cost placement reads its bytes rather than lay the stage out again.
-  std::shared_ptr<const stage_layout> layout;
+  std::shared_ptr<const stage_layout> layout{};
 };
 
 /// The main device `dev`, unless it is the host device, it failed earlier

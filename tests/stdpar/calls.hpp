@@ -58,6 +58,16 @@ std::vector<double> run(std::size_t n) {
   out.push_back(static_cast<double>(c[n - 1]));
   std::exclusive_scan(ex::par_unseq, a.begin(), a.end(), d.begin(), T{}, std::plus<>{});
   out.push_back(static_cast<double>(d[n - 1]));
+  std::inclusive_scan(ex::par, a.begin(), a.end(), c.begin(), std::plus<>{}, T(2));  // an op and an init
+  out.push_back(static_cast<double>(c[n - 1]));
+  if constexpr (std::is_floating_point_v<T>) {
+    // An int init over floating-point elements: the library's own overloads,
+    // whose default operators sum as int (libstdc++: std::plus<int>).
+    out.push_back(static_cast<double>(std::reduce(ex::par, a.begin(), a.end(), 0)));
+    out.push_back(static_cast<double>(std::transform_reduce(ex::par, a.begin(), a.end(), b.begin(), 0)));
+    std::exclusive_scan(ex::par, a.begin(), a.end(), d.begin(), 0);
+    out.push_back(static_cast<double>(d[n - 1]));
+  }
   out.push_back(static_cast<double>(std::count(ex::par, a.begin(), a.end(), a[3])));
   out.push_back(static_cast<double>(std::min_element(ex::par, a.begin(), a.end()) - a.begin()));
   out.push_back(static_cast<double>(std::max_element(par, a.begin(), a.end()) - a.begin()));

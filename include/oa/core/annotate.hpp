@@ -82,6 +82,7 @@ inline constexpr spec::arg<spec::kind::in, Split, Value> in{};
 /// Argument read and written in place (the caller's object is updated).
 template <class Split, class Value = void>
 inline constexpr spec::arg<spec::kind::mut, Split, Value> mut{};
+
 /// The caller's object written whole in place, its old values never read
 /// (an output range the caller gives): a mut whose old values a device with
 /// its own memory does not copy in. The function must write every element
@@ -487,8 +488,9 @@ template <fixed_string Function, std::size_t Argument, bool Lvalue>
 struct check_mut_lvalue {
   static_assert(Lvalue,
                 "oa: a mut argument must be the caller's non-const object (an lvalue), which the "
-                "call updates in place; a view of the caller's data (a std::span) is passed as a named "
-                "variable too (the instantiation names the function and the argument)");
+                "call updates in place, or a temporary view of the caller's storage (a std::span: "
+                "oa::borrowed_view<T>); not a temporary that owns its elements "
+                "(the instantiation names the function and the argument)");
   static constexpr bool value = true;
 };
 template <fixed_string Function, std::size_t Argument, bool NotLazy>
@@ -954,8 +956,9 @@ class annotated {
           static_assert(detail::check_mut_not_lazy<Name, K + 1, !is_lazy_v<A>>::value);
           if constexpr (!is_lazy_v<A>)
             static_assert(detail::check_mut_lvalue<Name, K + 1,
-                                                   std::is_lvalue_reference_v<A> &&
-                                                       !std::is_const_v<std::remove_reference_t<A>>>::value);
+                                                   (std::is_lvalue_reference_v<A> &&
+                                                    !std::is_const_v<std::remove_reference_t<A>>) ||
+                                                       (!std::is_lvalue_reference_v<A> && borrowed_view<T>)>::value);
         }
         const detail::value_ops* ops = &detail::partitioned_ops<Split, T>::table;
         // Forwarded as the caller passed it: a temporary is kept by the call.

@@ -7,6 +7,7 @@
 #include <string>
 #include <type_traits>
 
+#include "oa/core/borrowed_view.hpp"
 #include "oa/core/error.hpp"
 #include "oa/core/graph.hpp"
 #include "oa/core/lazy.hpp"
@@ -41,6 +42,18 @@ value_ptr updated_value(graph& g, const value_state& old, const std::string& arg
 /// chunks or its reduction), pending until the call runs.
 value_ptr result_value(graph& g, std::string_view fn, const value_ops* ops);
 
+/// A temporary view of a caller's storage (oa::borrowed_view: a std::span)
+/// given as argument `arg_name` of `fn`: the call keeps a copy of the view,
+/// bound as the caller's object, so that it is ordered with every other
+/// object over the same elements (and, for a mut, updates them).
+template <class Split, class T>
+value_ptr bind_view(graph& g, T&& a, const value_ops* ops, const char* fn, const std::string& arg_name) {
+  auto p = std::make_shared<std::remove_cvref_t<T>>(std::move(a));
+  value_ptr v = g.bind_user_evaluated(p.get(), ops, Split::shape_of(*p), arg_name + " of " + fn);
+  v->owned = std::move(p);
+  return v;
+}
+
 /// The value of argument `arg_name` of function `fn`, viewed through split
 /// type Split (whose shape_of gives its shape) and value operations `ops`.
 template <class Split, class T, class A>
@@ -63,6 +76,8 @@ value_ptr bind_value(graph& g, A&& a, const value_ops* ops, const char* fn, cons
     return v;
   } else if constexpr (std::is_lvalue_reference_v<A>) {
     return g.bind_user_evaluated(const_cast<T*>(&a), ops, Split::shape_of(a), label);
+  } else if constexpr (oa::borrowed_view<T>) {
+    return bind_view<Split, T>(g, std::move(a), ops, fn, arg_name);
   } else {
     // A temporary: the call keeps it alive.
     auto p = std::make_shared<T>(std::move(a));

@@ -54,7 +54,7 @@ struct value_state {
   std::string label;  // for messages: "result of vm::add"
   const value_ops* ops = nullptr;
   split::shape shape;
-  std::shared_ptr<void> owned;  // host storage the runtime owns (null for the caller's data)
+  std::shared_ptr<void> owned;  // host storage the runtime owns (null for the caller's data), or a temporary view's copy
   void* object = nullptr;       // host object: owned, or the caller's
   std::shared_ptr<const void> state;  // unsplit state (split types with state), fixed when recorded
   bool user_storage = false;    // `object` is the caller's: always written back
@@ -180,7 +180,9 @@ class graph : public std::enable_shared_from_this<graph> {
   /// Failures nobody received are reported (stderr and the run report).
   ~graph();
 
-  /// Records a call; returns its index.
+  /// Records a call; returns its index. A call that writes elements another
+  /// of its arguments reads or writes in part (not the same range) is an
+  /// oa::invalid_argument naming both, and is not recorded.
   int add(call_node n);
   /// The latest version of a caller's object used in this graph (a mut call
   /// makes a new version); creates the binding on first use. Null when the

@@ -1,0 +1,45 @@
+// oa called by destructors that run after the main thread's oa state has
+// ended: a function-local static made after oa's first use, destroyed at
+// exit after the thread's thread_locals. Its calls run and give the plain
+// results; the program exits 0 and prints them (tests/CMakeLists.txt).
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <numeric>
+#include <vector>
+
+#include <oa/annotations/stl.hpp>
+#include <oa/oa.hpp>
+
+namespace {
+
+struct table {
+  std::vector<double> v;
+  table() : v(200000) {
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<double>((i * 7919) % 100003);
+    oa::stl::sort(v);
+    oa::evaluate();
+  }
+  ~table() {
+    std::vector<double> want = v;
+    std::sort(want.begin(), want.end(), std::greater<>{});
+    oa::stl::sort(v, std::greater<>{});
+    const double total = oa::stl::reduce(v, 0.0).get();
+    const bool right = v == want && total == std::accumulate(want.begin(), want.end(), 0.0);
+    std::printf("at exit: %s (%g..%g, total %.17g)\n", right ? "right" : "WRONG", v.front(), v.back(), total);
+  }
+};
+
+const table& the_table() {
+  static table t;
+  return t;
+}
+
+}  // namespace
+
+int main() {
+  oa::evaluate();  // oa's state exists before the static's
+  std::printf("main: %g\n", the_table().v.back());
+  return 0;
+}
