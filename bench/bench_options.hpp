@@ -32,6 +32,7 @@ struct common_options {
   std::uint64_t seed = 42;
   bool verify = false;
   int repeat = 1;
+  int warmup = -1;  // untimed runs of each mode before its timed ones; -1: first_run() decides
   std::string host_memory = "pageable";  // where the workload's arrays live: pageable or pinned (oa's pool)
   oa::config_origin origin;
 };
@@ -100,10 +101,19 @@ inline void add_device_fields(nlohmann::json& record, const common_options& opt,
   }
 }
 
-/// "running sort, mode oa (repeat 2/3)" on stderr, before each timed run.
+/// The number of each mode's first run: runs numbered below 1 warm up,
+/// untimed (the process's one-off costs, its threads and first pages, are
+/// not then the first mode's). --warmup N gives N; by default one when a
+/// mode runs once, none when it runs several times (their best leaves a
+/// first run's costs out already).
+inline int first_run(const common_options& o) { return 1 - (o.warmup >= 0 ? o.warmup : o.repeat == 1 ? 1 : 0); }
+
+/// "running sort, mode oa (repeat 2/3)" on stderr, before each run (a
+/// warm-up's says so).
 inline void announce_run(const std::string& workload, const std::string& mode, int rep, int repeat) {
   std::cerr << "running " << workload << ", mode " << mode;
-  if (repeat > 1) std::cerr << " (repeat " << rep << "/" << repeat << ")";
+  if (rep < 1) std::cerr << " (warm-up, untimed)";
+  else if (repeat > 1) std::cerr << " (repeat " << rep << "/" << repeat << ")";
   std::cerr << std::endl;
 }
 

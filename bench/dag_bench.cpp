@@ -209,7 +209,7 @@ bool run_dag(const dag_options& opt, json_sink* sink) {
         r.failure = e.what();
       }
     }
-    for (int rep = 1; rep <= opt.repeat && !r.failure; ++rep) {
+    for (int rep = first_run(opt); rep <= opt.repeat && !r.failure; ++rep) {
       announce_run(opt.workload, mode, rep, opt.repeat);
       try {
         oa::clear_reports();
@@ -220,6 +220,7 @@ bool run_dag(const dag_options& opt, json_sink* sink) {
         // Mode serial's first run is the reference; without it, nothing to compare.
         if (mode == "serial" && reference.empty()) reference = got;
         if (!reference.empty()) compare(r, got, reference, w.rounded);
+        if (rep < 1) continue;  // a warm-up: checked, not timed
         if (s < r.seconds) {
           const auto reps = oa::reports();
           r.total = oa::total(reps);

@@ -393,17 +393,16 @@ void run_whole(const options& opt, const workload_spec& w, std::vector<array>& i
     configure(opt, "whole", r.budget);
     (void)oa::current_device();
     (void)oa::host_device();
-    for (int rep = 1; rep <= opt.repeat; ++rep) {
-      std::cerr << "running " << w.name << ", mode whole, device " << opt.device << ", " << opt.elements
-                << " elements, budget " << r.budget << " bytes";
-      if (opt.repeat > 1) std::cerr << " (repeat " << rep << "/" << opt.repeat << ")";
-      std::cerr << std::endl;
+    for (int rep = oa_bench::first_run(opt); rep <= opt.repeat; ++rep) {
+      oa_bench::announce_run(std::string(w.name) + ", " + std::to_string(opt.elements) + " elements",
+                             "whole, device " + opt.device + ", budget " + std::to_string(r.budget) + " bytes", rep,
+                             opt.repeat);
       oa::clear_reports();
       const double s = run_oa_once(w, in, ref, r.error);
       const auto stages = oa::reports();
       r.failure = whole_chunking_failure(stages, plan);
       if (r.failure) return;
-      if (s < r.seconds) {
+      if (rep >= 1 && s < r.seconds) {  // (a warm-up: checked, not timed)
         r.seconds = s;
         r.total = oa::total(stages);
         if (!r.total.device.empty()) r.device = r.total.device;
@@ -472,23 +471,23 @@ bool run_benchmark(const options& opt, json_sink* sink) {
       (void)oa::current_device();
       (void)oa::host_device();
     }
-    for (int rep = 1; rep <= opt.repeat; ++rep) {
-      std::cerr << "running " << w.name << ", mode " << mode << ", "
-                << (is_oa_mode(mode) ? oa_bench::devices_text(opt) : std::string("device cpu")) << ", " << n
-                << " elements";
-      if (opt.repeat > 1) std::cerr << " (repeat " << rep << "/" << opt.repeat << ")";
-      std::cerr << std::endl;
+    for (int rep = oa_bench::first_run(opt); rep <= opt.repeat; ++rep) {
+      oa_bench::announce_run(std::string(w.name) + ", " + std::to_string(n) + " elements", mode + ", " +
+                             (is_oa_mode(mode) ? oa_bench::devices_text(opt) : std::string("device cpu")),
+                             rep, opt.repeat);
+      const bool timed = rep >= 1;  // else a warm-up: checked, not timed
       if (!is_oa_mode(mode)) {
-        // The first repeat's outputs are the reference; later ones are dropped at once.
+        // The first run's outputs are the reference; later ones are dropped at once.
         const bool keep = opt.verify && ref.empty();
-        r.seconds = std::min(r.seconds, run_cpu_once(w, in, keep ? &ref : nullptr));
+        const double s = run_cpu_once(w, in, keep ? &ref : nullptr);
+        if (timed) r.seconds = std::min(r.seconds, s);
         if (opt.verify) r.error = 0.0;
         continue;
       }
       oa::clear_reports();
       const std::size_t staged_before = oa::current_device().staged_bytes();
       const double s = run_oa_once(w, in, opt.verify ? &ref : nullptr, r.error);
-      if (s < r.seconds) {
+      if (timed && s < r.seconds) {
         r.seconds = s;
         r.staged_bytes = oa::current_device().staged_bytes() - staged_before;
         r.total = oa::total(oa::reports());
@@ -720,6 +719,10 @@ int main(int argc, char** argv) {
   app.add_option("--repeat", opt.repeat, "runs per mode; the fastest is reported")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  app.add_option("--warmup", opt.warmup,
+                 "untimed runs of each mode before its timed ones (default: 1 with --repeat 1, else 0), so that "
+                 "the process's one-off costs are not the first mode's")
+      ->check(CLI::Range(0, 100));
   app.add_flag("--demo", opt.demo,
                "the walk-through: host device, then paging on the emulated device (honours --seed, --repeat, "
                "--streams, --json; sets the rest)");

@@ -224,12 +224,13 @@ bool run_typed(const stl_options& opt, json_sink* sink) {
       configure_oa_mode(opt, mode == "sequential");
       (void)oa::current_device();  // made here: no run times its creation
     }
-    for (int rep = 1; rep <= opt.repeat && !r.failure; ++rep) {
+    for (int rep = first_run(opt); rep <= opt.repeat && !r.failure; ++rep) {
       announce_run(opt.workload, mode, rep, opt.repeat);
       try {
         oa::clear_reports();
         const timed_run t = w.run(mode);
         if (t.error) r.error = std::max(r.error.value_or(0.0), *t.error);
+        if (rep < 1) continue;  // a warm-up: checked, not timed
         if (r.oa_mode() && t.seconds < r.seconds) {
           r.total = oa::total(oa::reports());
           if (!r.total.device.empty()) r.device = r.total.device;

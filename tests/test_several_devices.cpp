@@ -6,12 +6,14 @@
 
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <numeric>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <Eigen/Core>
@@ -19,6 +21,7 @@
 #include <oa/linalg/gemm.hpp>
 #include <oa/oa.hpp>
 
+#include "core/chunk_feed.hpp"
 #include "stderr_capture.hpp"
 #include "support.hpp"
 
@@ -438,4 +441,34 @@ TEST_CASE("a device far smaller than the others sits out; gemm with B (or A) the
   oa::linalg::gemm(1.0, C, A, 1.0, C);  // C = C A + C, over two devices
   oa::evaluate();
   CHECK((C - (C0 * A + C0)).cwiseAbs().maxCoeff() < 1e-11);
+}
+
+TEST_CASE("balanced feed: a device whose first chunk paid a one-off cost is not taken for a slow one") {
+  // Device 1 holds four chunks at once; its first takes 40 ms (its staging
+  // memory made, say), its others 0.5 ms. Device 0 holds one and takes 3 ms
+  // a chunk. Judged by its first chunk, device 1 would decline the rest at
+  // its next take and leave them to device 0 (44 of 48 went there).
+  oa::detail::chunk_feed feed(48, 1, 0, 2, false, false, "test");
+  std::vector<int> took(2, 0);
+  const auto run = [&](int d, std::size_t slots) {
+    std::size_t held = 0;
+    for (int done = 0;;) {
+      if (held == slots) {
+        const double ms = d == 0 ? 3.0 : done == 0 ? 40.0 : 0.5;
+        std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+        --held, ++done;
+        feed.finished(d);
+      }
+      if (!feed.take(d)) break;
+      ++took[static_cast<std::size_t>(d)], ++held;
+    }
+    for (; held > 0; --held) feed.finished(d);
+  };
+  std::thread slow(run, 0, 1), fast(run, 1, 4);
+  slow.join(), fast.join();
+  CAPTURE(took[0]);
+  CAPTURE(took[1]);
+  CHECK(took[0] + took[1] == 48);
+  CHECK(feed.untaken().empty());
+  CHECK(took[1] > took[0]);
 }

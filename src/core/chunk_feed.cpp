@@ -25,9 +25,12 @@ chunk_feed::chunk_feed(std::size_t units, std::size_t chunk_units, std::size_t c
 // rates they have shown, would finish every chunk left (this one included)
 // and those they hold before d would finish this one after those it holds.
 bool chunk_feed::others_first(int d, clock::time_point now) const {
+  // Chunks per second since its first finished: not what a device's first
+  // chunk paid once (its staging memory made, its pages touched), which
+  // would make a fast device look slow and decline early.
   const auto rate = [&](const taker& t) {
-    const double s = std::chrono::duration<double>(now - t.first).count();
-    return t.finished > 0 && s > 0 ? static_cast<double>(t.finished) / s : 0.0;
+    const double s = std::chrono::duration<double>(now - t.first_finished).count();
+    return t.finished > 1 && s > 0 ? static_cast<double>(t.finished - 1) / s : 0.0;
   };
   const taker& me = takers_[static_cast<std::size_t>(d)];
   const double mine = rate(me);
@@ -66,13 +69,14 @@ std::optional<std::size_t> chunk_feed::take(int d) {
   }
   taken_[i] = 1;
   ++handed_;
-  if (t.taken++ == 0) t.first = now;
+  ++t.taken;
   return i;
 }
 
 void chunk_feed::finished(int d) {
   std::lock_guard lock(mutex_);
-  ++takers_[static_cast<std::size_t>(d)].finished;
+  taker& t = takers_[static_cast<std::size_t>(d)];
+  if (t.finished++ == 0) t.first_finished = clock::now();
   progress_.update(++finished_);
 }
 

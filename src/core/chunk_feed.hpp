@@ -5,7 +5,7 @@
 // of theirs is free, so each gets chunks at the rate it finishes them; at
 // the end a slower device declines a chunk when the others are predicted to
 // finish all that is left sooner than it would finish that one (the
-// prediction: each device's chunks per second so far). OA_SPREAD=even hands
+// prediction: each device's chunks per second since its first finished). OA_SPREAD=even hands
 // chunk i to device i mod n instead: the baseline the balanced feed beats.
 
 #include <chrono>
@@ -55,7 +55,7 @@ class chunk_feed {
   using clock = std::chrono::steady_clock;
   struct taker {
     std::size_t taken = 0, finished = 0;
-    clock::time_point first;  // when it took its first chunk
+    clock::time_point first_finished;  // when its first chunk finished
     bool active = true;
     std::size_t next_even = 0;
   };

@@ -26,6 +26,8 @@ namespace {
 constexpr int max_streams = 64;
 // 1 PB/s: far beyond any link, and its bytes per second are still finite.
 constexpr double max_link_gbps = 1e6;
+// 1 MB/s: slower, a throttled copy of a chunk would seem to hang.
+constexpr double min_link_gbps = 1e-3;
 constexpr const char* byte_size_hint = " (use e.g. 4096, 64MiB, 1.5GiB)";
 
 [[noreturn]] void fail(const std::string& what, const std::string& message) {
@@ -121,6 +123,11 @@ void check_link_gbps(double v, const std::string& what) {
     std::ostringstream shown;
     shown << v;
     fail(what, "link bandwidth must be a number from 0 to 1e6 (GB/s; 0 = unthrottled), got " + shown.str());
+  }
+  if (v > 0 && v < min_link_gbps) {
+    std::ostringstream shown;
+    shown << v;
+    fail(what, "a link of " + shown.str() + " GB/s would copy a chunk for hours: at least 0.001 GB/s (or 0 = unthrottled)");
   }
 }
 

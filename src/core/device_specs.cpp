@@ -40,6 +40,13 @@ device_spec read_spec(std::string_view text, const std::string& what, const Fail
       fail(std::string(key) + "=" + std::string(v) + " is not a number from 0 to 1e6");
     return x;
   };
+  // A link's rate: 0 (unthrottled), or not so slow that a chunk's copy seems to hang.
+  const auto rate = [&](std::string_view key, std::string_view v) {
+    const double x = number(key, v);
+    if (x > 0 && x < 1e-3)
+      fail(std::string(key) + "=" + std::string(v) + " would copy a chunk for hours: at least 0.001 GB/s (or 0 = unthrottled)");
+    return x;
+  };
   const auto count = [&](std::string_view key, std::string_view v) {
     std::uint64_t n = 0;
     const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
@@ -69,9 +76,9 @@ device_spec read_spec(std::string_view text, const std::string& what, const Fail
       d.memory = parse_bytes(std::string(v), what + ": '" + d.text + "': memory");
       if (*d.memory == 0) fail("memory=0: a device needs some memory");
     } else if (emulated && key == "link_gbps") {
-      d.link_gbps = number(key, v);
+      d.link_gbps = rate(key, v);
     } else if (emulated && key == "link_shared_gbps") {
-      d.link_shared_gbps = number(key, v);
+      d.link_shared_gbps = rate(key, v);
     } else if (emulated && key == "latency_us") {
       d.latency_us = number(key, v);
     } else if (emulated && key == "fail_launch") {
