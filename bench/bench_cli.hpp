@@ -1,7 +1,8 @@
 #pragma once
 // Command-line checks the bench and example programs share: whole numbers
 // read exactly (CLI11 saturates an unsigned value past its range and wraps a
-// negative one), and data sizes the machine can hold.
+// negative one), data sizes the machine can hold, and one exit status (2)
+// for arguments they cannot use.
 
 #include <unistd.h>
 
@@ -28,6 +29,11 @@ inline CLI::Validator whole_number(std::uint64_t lo = 0, std::uint64_t hi = std:
       },
       "UINT", "whole_number");
 }
+
+/// Says what CLI11 says of `e` (or prints the help it asks for), and gives
+/// the exit status: 0 for the help, 2 for every argument the program cannot
+/// use, as for a configuration error (CLI11's own codes run from 100 up).
+inline int usage_exit(const CLI::App& app, const CLI::Error& e) { return app.exit(e) == 0 ? 0 : 2; }
 
 /// The machine's physical memory in bytes; the largest size_t when unknown.
 inline std::size_t physical_memory_bytes() {

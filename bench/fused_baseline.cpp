@@ -69,7 +69,11 @@ int main(int argc, char** argv) {
   app.add_option("--seed", seed, "input seed (oa-bench's default: 42)")->check(oa_bench::whole_number());
   app.add_flag("--verify", verify, "compare with the plain Eigen program (oa-bench's max_rel_error, exit 1 past 1e-9)");
   app.add_option("--json", json, "append one JSON record per run to FILE");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return oa_bench::usage_exit(app, e);
+  }
 
   const auto& w = oa_bench::find_workload(workload);
   try {

@@ -192,18 +192,22 @@ int main(int argc, char** argv) {
       "Figures: host to device and device to host over pinned (cudaHostAlloc) and pageable (malloc) host\n"
       "memory, both directions at once on two streams (GB/s of the two together), and device to device\n"
       "(2 x bytes per copy: read and written). Exit status: 0 ok, 1 a CUDA or file error, 2 no usable GPU.");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return oa_bench::usage_exit(app, e);
+  }
 
   std::size_t bytes = 0;
   try {
     bytes = oa::parse_bytes(bytes_text, "--bytes");
   } catch (const oa::config_error& e) {
-    return app.exit(CLI::ValidationError(e.what()));  // parse_bytes names the option already
+    return oa_bench::usage_exit(app, CLI::ValidationError(e.what()));  // parse_bytes names the option already
   }
-  if (bytes == 0) return app.exit(CLI::ValidationError("--bytes", "must be at least 1 byte"));
+  if (bytes == 0) return oa_bench::usage_exit(app, CLI::ValidationError("--bytes", "must be at least 1 byte"));
   // Each figure holds `bytes` of host memory (pinned or pageable) at once.
   if (bytes > oa_bench::physical_memory_bytes())
-    return app.exit(CLI::ValidationError("--bytes", std::to_string(bytes) + " bytes is more than this machine's memory (" +
+    return oa_bench::usage_exit(app, CLI::ValidationError("--bytes", std::to_string(bytes) + " bytes is more than this machine's memory (" +
                                                         std::to_string(oa_bench::physical_memory_bytes()) + " bytes)"));
 
   // No GPU is an expected answer here, not a failure of the tool: exit 2.

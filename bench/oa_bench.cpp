@@ -740,17 +740,21 @@ int main(int argc, char** argv) {
       "Exit status: 0 ok, 1 a verified error above 1e-9 or a failed whole run, 2 a configuration error (a bad\n"
       "OA_* value or option, --device cuda without a usable GPU) or another run that cannot be made, CLI11's\n"
       "codes for options it cannot read.");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return oa_bench::usage_exit(app, e);
+  }
 
   const bool is_gemm = opt.workload == "gemm", is_stl = opt.workload == "transform_reduce" || opt.workload == "scan" || opt.workload == "sort";
   const bool is_dag = opt.workload.rfind("dag-", 0) == 0;
-  if (is_gemm && gemm.n == 0) return app.exit(CLI::RequiredError("--n (the gemm workload's matrix size)"));
+  if (is_gemm && gemm.n == 0) return oa_bench::usage_exit(app, CLI::RequiredError("--n (the gemm workload's matrix size)"));
   if (!opt.demo && !is_gemm && (opt.workload.empty() || opt.elements == 0))
-    return app.exit(CLI::RequiredError("--workload and --elements (or --demo)"));
+    return oa_bench::usage_exit(app, CLI::RequiredError("--workload and --elements (or --demo)"));
   if (is_gemm && type != "double" && type != "float")
-    return app.exit(CLI::ValidationError("--type", "gemm takes double or float, not '" + type + "'"));
+    return oa_bench::usage_exit(app, CLI::ValidationError("--type", "gemm takes double or float, not '" + type + "'"));
   if (app.count("--type") > 0 && !is_gemm && !is_stl)
-    return app.exit(CLI::ValidationError("--type", "workload " + opt.workload + " is double only"));
+    return oa_bench::usage_exit(app, CLI::ValidationError("--type", "workload " + opt.workload + " is double only"));
   gemm.type = type;
   const std::vector<std::string>& valid = is_gemm  ? oa_bench::gemm_modes()
                                           : is_stl ? oa_bench::stl_modes()
@@ -759,7 +763,7 @@ int main(int argc, char** argv) {
   if (app.count("--mode") > 0)
     for (const auto& m : opt.modes)
       if (std::find(valid.begin(), valid.end(), m) == valid.end())
-        return app.exit(CLI::ValidationError("--mode", "'" + m + "' is not a mode of workload " +
+        return oa_bench::usage_exit(app, CLI::ValidationError("--mode", "'" + m + "' is not a mode of workload " +
                                                            (opt.workload.empty() ? "--demo" : opt.workload)));
 
   // Pinned: every Eigen array of 1 MiB or more from here on (inputs, and the

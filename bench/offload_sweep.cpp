@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_cli.hpp"
 #include "bench_json.hpp"
 #include "bench_sweep.hpp"
 #include "bench_table.hpp"
@@ -332,12 +333,16 @@ int main(int argc, char** argv) {
       "Exit status: 0 ok, 1 a statement the engine declined or computed differently, 2 a configuration error\n"
       "(a bad OA_* value, a device that cannot be used, a --json file that cannot be opened),\n"
       "CLI11's codes for options it cannot read.");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return oa_bench::usage_exit(app, e);
+  }
   if (sizes->count() == 0) opt.sizes = opt.op == "gemm" ? gemm_sizes : opt.op == "gemv" ? gemv_sizes : cwise_sizes;
   if (opt.op != "cwise")
     for (int n : opt.sizes)
       if (n > max_matrix_size)
-        return app.exit(CLI::ValidationError(
+        return oa_bench::usage_exit(app, CLI::ValidationError(
             "--sizes", format("%d is not a matrix size from 1 to %d (--op %s; --op cwise takes coefficients)", n,
                               max_matrix_size, opt.op.c_str())));
   oa_bench::sort_sizes(opt.sizes);

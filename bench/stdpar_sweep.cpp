@@ -360,7 +360,11 @@ int main(int argc, char** argv) {
       "Exit status: 0 ok, 1 a call the engine declined or computed differently, 2 a configuration error\n"
       "(a bad OA_* value, a device that cannot be used, a --json file that cannot be opened, sizes whose\n"
       "data exceeds this machine's memory), CLI11's codes for options it cannot read.");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return oa_bench::usage_exit(app, e);
+  }
   if (sizes->count() == 0) opt.sizes = default_sizes();
   oa_bench::sort_sizes(opt.sizes);
 

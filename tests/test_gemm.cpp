@@ -332,9 +332,11 @@ void record_failing_product(const Eigen::MatrixXd& A, const Eigen::MatrixXd& B, 
   d::call_node node;
   node.name = "failing product";
   node.units = static_cast<std::size_t>(C.cols());
-  node.args.push_back({d::arg_role::in, d::bind_value<oa::split::cols, Eigen::MatrixXd>(*g, A, ops, "p", "A"), nullptr});
-  node.args.push_back({d::arg_role::in, d::bind_value<oa::split::cols, Eigen::MatrixXd>(*g, B, ops, "p", "B"), nullptr});
-  auto vc = d::bind_value<oa::split::cols, Eigen::MatrixXd>(*g, C, ops, "p", "C");
+  node.args.push_back({d::arg_role::in, d::bind_value<oa::split::cols, Eigen::MatrixXd>(*g, A, ops, "p", "A", false),
+                       nullptr});
+  node.args.push_back({d::arg_role::in, d::bind_value<oa::split::cols, Eigen::MatrixXd>(*g, B, ops, "p", "B", false),
+                       nullptr});
+  auto vc = d::bind_value<oa::split::cols, Eigen::MatrixXd>(*g, C, ops, "p", "C", true);
   auto nv = std::make_shared<d::value_state>();
   nv->label = "C of failing product";
   nv->ops = ops;

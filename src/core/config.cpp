@@ -26,7 +26,7 @@ namespace {
 constexpr int max_streams = 64;
 // 1 PB/s: far beyond any link, and its bytes per second are still finite.
 constexpr double max_link_gbps = 1e6;
-// 1 MB/s: slower, a throttled copy of a chunk would seem to hang.
+// 1 MB/s: slower, a throttled copy of a chunk seems to hang.
 constexpr double min_link_gbps = 1e-3;
 constexpr const char* byte_size_hint = " (use e.g. 4096, 64MiB, 1.5GiB)";
 
@@ -127,7 +127,7 @@ void check_link_gbps(double v, const std::string& what) {
   if (v > 0 && v < min_link_gbps) {
     std::ostringstream shown;
     shown << v;
-    fail(what, "a link of " + shown.str() + " GB/s would copy a chunk for hours: at least 0.001 GB/s (or 0 = unthrottled)");
+    fail(what, "a link of " + shown.str() + " GB/s is below the minimum, 0.001 GB/s (0 = unthrottled)");
   }
 }
 

@@ -40,11 +40,12 @@ device_spec read_spec(std::string_view text, const std::string& what, const Fail
       fail(std::string(key) + "=" + std::string(v) + " is not a number from 0 to 1e6");
     return x;
   };
-  // A link's rate: 0 (unthrottled), or not so slow that a chunk's copy seems to hang.
+  // A link's rate: 0 (unthrottled), or not so slow that a chunk's copy
+  // seems to hang.
   const auto rate = [&](std::string_view key, std::string_view v) {
     const double x = number(key, v);
     if (x > 0 && x < 1e-3)
-      fail(std::string(key) + "=" + std::string(v) + " would copy a chunk for hours: at least 0.001 GB/s (or 0 = unthrottled)");
+      fail(std::string(key) + "=" + std::string(v) + " is below the minimum, 0.001 GB/s (0 = unthrottled)");
     return x;
   };
   const auto count = [&](std::string_view key, std::string_view v) {

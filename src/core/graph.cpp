@@ -2,8 +2,8 @@
 
 #include <cstdint>
 #include <string>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "oa/core/error.hpp"
 #include "oa/core/runtime.hpp"
@@ -26,9 +26,10 @@ std::pair<const std::byte*, const std::byte*> storage_of(const void* object, con
   const std::uintptr_t end = span > UINTPTR_MAX - begin ? UINTPTR_MAX : begin + span;
   return {r.data, reinterpret_cast<const std::byte*>(end)};
 }
-/// Argument `a` of call `n` as messages name it: its label, less the " of
-/// <function>" the call's binding added.
+/// Argument `a` of call `n` as messages name it: as its call named it, else
+/// its value's label, less the " of <function>" a binding added.
 std::string argument_name(const call_node& n, const node_arg& a) {
+  if (!a.label.empty()) return a.label;
   const std::string& label = a.value->label;
   const std::string tail = " of " + n.name;
   if (label.size() > tail.size() && label.compare(label.size() - tail.size(), tail.size(), tail) == 0)
@@ -36,13 +37,15 @@ std::string argument_name(const call_node& n, const node_arg& a) {
   return label;
 }
 
-/// Refuses a call that writes elements which another of its arguments reads
-/// or writes in part (`a[0, n/2)` from `a[n/4, 3n/4)`): each chunk would see
-/// some of them written already, by its own call or another device's, in an
-/// order no run keeps. The same range (x += x) is one element at a time, and
-/// strided values are left alone (two columns of a matrix share a span, not
-/// elements).
+/// Refuses an element-wise call that writes elements which another of its
+/// arguments reads or writes in part (`a[0, n/2)` from `a[n/4, 3n/4)`): each
+/// chunk would see some of them written already, by its own call or another
+/// device's, in an order no run keeps. The same range (x += x) is one
+/// element at a time; strided values are left alone (two columns of a
+/// matrix share a span, not elements); a product copies an operand that
+/// overlaps its result before it starts.
 void check_overlaps(const call_node& n) {
+  if (n.contraction) return;
   struct bytes_of {
     const node_arg* arg;
     const std::byte* first;
@@ -64,36 +67,43 @@ void check_overlaps(const call_node& n) {
       const bool same = x.first == y.first && x.last == y.last;
       if (writes && !same && x.first < y.last && y.first < x.last)
         throw invalid_argument(n.name, argument_name(n, *y.arg),
-                               "its elements overlap those of " + argument_name(n, *x.arg) + " in part, and the call "
-                               "writes one of them: the chunks would read elements already written (pass ranges "
-                               "that do not overlap, or the same range)");
+                               "its elements overlap those of " + argument_name(n, *x.arg) +
+                                   " in part, and the call writes one of them: the chunks would read elements "
+                                   "already written (pass ranges that do not overlap, or the same range)");
     }
 }
 
 }  // namespace
 
 int graph::add(call_node n) {
-  check_overlaps(n);
+  try {
+    check_overlaps(n);
+  } catch (...) {
+    forget_versions(n);
+    throw;
+  }
   std::lock_guard lock(mutex_);
   nodes_.push_back(std::move(n));
   return static_cast<int>(nodes_.size() - 1);
 }
 
-value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label) {
+value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label,
+                           bool writes) {
   std::lock_guard lock(mutex_);
   auto it = user_versions_.find(object);
-  if (it != user_versions_.end() && it->second->ops == ops) return it->second;
-  if (it != user_versions_.end() && it->second->pending()) return nullptr;  // caller evaluates first
   // Another object over the same elements (a span of a vector) that pending
   // calls use: their order through two objects is not tracked, so the caller
-  // evaluates first (then this object is the only one bound over them).
+  // evaluates first when a call updates them through it, or when this call
+  // writes them (a read beside reads needs no order).
   const auto [first, last] = storage_of(object, ops, s);
   if (first)
     for (const auto& [other, version] : user_versions_) {
-      if (other == object) continue;
+      if (other == object || !(writes || version->pending())) continue;
       const auto [o_first, o_last] = storage_of(other, version->ops, version->shape);
       if (o_first && first < o_last && o_first < last) return nullptr;
     }
+  if (it != user_versions_.end() && it->second->ops == ops) return it->second;
+  if (it != user_versions_.end() && it->second->pending()) return nullptr;  // caller evaluates first
   auto v = std::make_shared<value_state>();
   v->label = std::move(label);
   v->ops = ops;
@@ -105,8 +115,9 @@ value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shap
   return v;
 }
 
-value_ptr graph::bind_user_evaluated(void* object, const value_ops* ops, const split::shape& s, std::string label) {
-  if (auto v = bind_user(object, ops, s, label)) return v;
+value_ptr graph::bind_user_evaluated(void* object, const value_ops* ops, const split::shape& s, std::string label,
+                                     bool writes) {
+  if (auto v = bind_user(object, ops, s, label, writes)) return v;
   value_ptr pending;  // this object's own pending version, if that is what waits
   {
     std::lock_guard lock(mutex_);
@@ -114,9 +125,23 @@ value_ptr graph::bind_user_evaluated(void* object, const value_ops* ops, const s
       pending = it->second;
   }
   evaluate(*this);
-  value_ptr v = bind_user(object, ops, s, std::move(label));
+  value_ptr v = bind_user(object, ops, s, std::move(label), writes);
   if (pending && pending->status == value_status::failed) v->fail(pending->error);
   return v;
+}
+
+void graph::forget_versions(const call_node& n) noexcept {
+  std::lock_guard lock(mutex_);
+  for (const auto& a : n.args)
+    if (a.role == arg_role::mut && a.new_value)
+      if (auto it = user_versions_.find(a.new_value->object); it != user_versions_.end() && it->second == a.new_value) {
+        // Back to the pending version it read; a binding of its own goes
+        // (the object may be gone before the next call binds its address).
+        if (a.value->pending())
+          it->second = a.value;
+        else
+          user_versions_.erase(it);
+      }
 }
 
 void graph::set_user_version(void* object, value_ptr v) {

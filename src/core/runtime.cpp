@@ -360,6 +360,7 @@ runtime::use::use(runtime& rt) : rt_(rt) {
 }
 
 runtime::use::~use() noexcept(false) {
+  if (thread_graphs_gone) return;  // a use outliving its thread's state (a static's): its calls went with it
   std::shared_ptr<detail::graph> g = this_thread.used.back();
   this_thread.used.pop_back();
   this_thread.runtimes.pop_back();

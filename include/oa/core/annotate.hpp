@@ -916,8 +916,16 @@ class annotated {
     std::vector<detail::value_ptr> results;
     // The unsplit state of each split argument, for the results made from it.
     std::array<std::shared_ptr<const void>, n_specs> states{};
-    // Braced initialisation: binders are made in spec order.
-    auto binders = std::tuple{bind<K>(*g, node, given, slot, units, results, states)...};
+    // Braced initialisation: binders are made in spec order. An argument
+    // refused leaves the objects bound before it at their versions.
+    auto binders = [&] {
+      try {
+        return std::tuple{bind<K>(*g, node, given, slot, units, results, states)...};
+      } catch (...) {
+        g->forget_versions(node);
+        throw;
+      }
+    }();
     node.units = units.units;
     make_kernels(node, binders, std::index_sequence<K...>{});
     const int id = g->add(std::move(node));
@@ -962,7 +970,7 @@ class annotated {
         }
         const detail::value_ops* ops = &detail::partitioned_ops<Split, T>::table;
         // Forwarded as the caller passed it: a temporary is kept by the call.
-        detail::value_ptr v = detail::bind_value<Split, T>(g, std::forward<A>(a), ops, fn, arg_name);
+        detail::value_ptr v = detail::bind_value<Split, T>(g, std::forward<A>(a), ops, fn, arg_name, is_mut);
         if constexpr (split::has_state<Split, T>) {
           // Read once, when the call is recorded; a result has it from its call.
           if (!v->state) {
@@ -973,6 +981,7 @@ class annotated {
         units.take(v->shape, K, has_elementwise, fn, arg_name, names_.data());
         states[K] = v->state;
         detail::node_arg na{is_mut ? detail::arg_role::mut : detail::arg_role::in, v, nullptr};
+        na.label = arg_name;
         if constexpr (requires { S::overwrites; }) na.overwrites = S::overwrites;
         if constexpr (is_mut) na.new_value = detail::updated_value(g, *v, arg_name, Name.view());
         node.args.push_back(std::move(na));

@@ -45,19 +45,22 @@ value_ptr result_value(graph& g, std::string_view fn, const value_ops* ops);
 /// A temporary view of a caller's storage (oa::borrowed_view: a std::span)
 /// given as argument `arg_name` of `fn`: the call keeps a copy of the view,
 /// bound as the caller's object, so that it is ordered with every other
-/// object over the same elements (and, for a mut, updates them).
+/// object over the same elements (and, when the call `writes`, updates them).
 template <class Split, class T>
-value_ptr bind_view(graph& g, T&& a, const value_ops* ops, const char* fn, const std::string& arg_name) {
-  auto p = std::make_shared<std::remove_cvref_t<T>>(std::move(a));
-  value_ptr v = g.bind_user_evaluated(p.get(), ops, Split::shape_of(*p), arg_name + " of " + fn);
+value_ptr bind_view(graph& g, const T& a, const value_ops* ops, const char* fn, const std::string& arg_name,
+                    bool writes) {
+  auto p = std::make_shared<T>(a);
+  value_ptr v = g.bind_user_evaluated(p.get(), ops, Split::shape_of(*p), arg_name + " of " + fn, writes);
   v->owned = std::move(p);
   return v;
 }
 
 /// The value of argument `arg_name` of function `fn`, viewed through split
-/// type Split (whose shape_of gives its shape) and value operations `ops`.
+/// type Split (whose shape_of gives its shape) and value operations `ops`;
+/// `writes`: the call updates it in place.
 template <class Split, class T, class A>
-value_ptr bind_value(graph& g, A&& a, const value_ops* ops, const char* fn, const std::string& arg_name) {
+value_ptr bind_value(graph& g, A&& a, const value_ops* ops, const char* fn, const std::string& arg_name,
+                     bool writes) {
   const std::string label = arg_name + " of " + fn;
   if constexpr (is_lazy_v<A>) {
     OA_EXPECTS(a.valid(), fn, arg_name.c_str(), "empty lazy handle");
@@ -66,7 +69,8 @@ value_ptr bind_value(graph& g, A&& a, const value_ops* ops, const char* fn, cons
     // under another split, or by another thread's graph: evaluate it first.
     if (s->pending() && s->ops == ops && s->owner.lock().get() == &g) return s;
     const T& obj = a.get();
-    if (s->user_storage) return g.bind_user_evaluated(const_cast<T*>(&obj), ops, Split::shape_of(obj), label);
+    if (s->user_storage)
+      return g.bind_user_evaluated(const_cast<T*>(&obj), ops, Split::shape_of(obj), label, writes);
     auto v = std::make_shared<value_state>();
     v->label = s->label;
     v->ops = ops;
@@ -75,9 +79,9 @@ value_ptr bind_value(graph& g, A&& a, const value_ops* ops, const char* fn, cons
     v->object = s->object;
     return v;
   } else if constexpr (std::is_lvalue_reference_v<A>) {
-    return g.bind_user_evaluated(const_cast<T*>(&a), ops, Split::shape_of(a), label);
+    return g.bind_user_evaluated(const_cast<T*>(&a), ops, Split::shape_of(a), label, writes);
   } else if constexpr (oa::borrowed_view<T>) {
-    return bind_view<Split, T>(g, std::move(a), ops, fn, arg_name);
+    return bind_view<Split, T>(g, a, ops, fn, arg_name, writes);
   } else {
     // A temporary: the call keeps it alive.
     auto p = std::make_shared<T>(std::move(a));

@@ -54,7 +54,8 @@ struct value_state {
   std::string label;  // for messages: "result of vm::add"
   const value_ops* ops = nullptr;
   split::shape shape;
-  std::shared_ptr<void> owned;  // host storage the runtime owns (null for the caller's data), or a temporary view's copy
+  std::shared_ptr<void> owned;  // host storage the runtime owns (null for the caller's data),
+                                // or the copy of a temporary view of the caller's data
   void* object = nullptr;       // host object: owned, or the caller's
   std::shared_ptr<const void> state;  // unsplit state (split types with state), fixed when recorded
   bool user_storage = false;    // `object` is the caller's: always written back
@@ -133,6 +134,7 @@ struct node_arg {
   value_ptr value;      // in: read; out: written; mut: the version read
   value_ptr new_value;  // mut: the version written (aliases value's storage)
   bool overwrites = false;  // mut: every element written before any is read (oa::overwrite): not copied in
+  std::string label{};      // as messages name it ("argument 2 (x)"); empty: its value's label
 };
 
 struct call_node {
@@ -186,15 +188,21 @@ class graph : public std::enable_shared_from_this<graph> {
   int add(call_node n);
   /// The latest version of a caller's object used in this graph (a mut call
   /// makes a new version); creates the binding on first use. Null when the
-  /// latest version is pending under another split type, or when a pending
-  /// call updates another object over the same elements (a span of a
-  /// vector): evaluate first.
-  value_ptr bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label);
-  /// bind_user, evaluating this graph first when the latest version is
-  /// pending under another split type. If that version's call failed, the
-  /// binding fails with its error: a call reading it is cancelled, as any
-  /// call depending on a failed one is.
-  value_ptr bind_user_evaluated(void* object, const value_ops* ops, const split::shape& s, std::string label);
+  /// latest version is pending under another split type, or when another
+  /// object over the same elements (a span of a vector) is used by pending
+  /// calls that update them, or by any pending call when this one `writes`
+  /// them: evaluate first.
+  value_ptr bind_user(void* object, const value_ops* ops, const split::shape& s, std::string label,
+                      bool writes = true);
+  /// bind_user, evaluating this graph first when it says to. If the
+  /// object's pending version's call failed, the binding fails with its
+  /// error: a call reading it is cancelled, as any call depending on a
+  /// failed one is.
+  value_ptr bind_user_evaluated(void* object, const value_ops* ops, const split::shape& s, std::string label,
+                                bool writes = true);
+  /// A call refused while it was recorded: the objects it would have
+  /// updated are back at the versions it read.
+  void forget_versions(const call_node& n) noexcept;
   /// Marks that a mut call wrote a new version of the caller's object.
   void set_user_version(void* object, value_ptr v);
 

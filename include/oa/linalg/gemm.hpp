@@ -140,12 +140,15 @@ oa::detail::value_ptr record(const char* fn, scalar_t<AA> alpha, AA&& A, op opa,
   node.name = fn;
   node.units = n;
   node.args.push_back({oa::detail::arg_role::in,
-                       oa::detail::bind_value<split::cols, MA>(*g, std::forward<AA>(A), ops<MA>(), fn, "A"), nullptr});
+                       oa::detail::bind_value<split::cols, MA>(*g, std::forward<AA>(A), ops<MA>(), fn, "A", false),
+                       nullptr});
   node.args.push_back({oa::detail::arg_role::in,
-                       oa::detail::bind_value<split::cols, MB>(*g, std::forward<BA>(B), ops<MB>(), fn, "B"), nullptr});
+                       oa::detail::bind_value<split::cols, MB>(*g, std::forward<BA>(B), ops<MB>(), fn, "B", false),
+                       nullptr});
   oa::detail::value_ptr result;
   if constexpr (!std::is_void_v<CA>) {
-    oa::detail::value_ptr vc = oa::detail::bind_value<split::cols, MC>(*g, std::forward<CA>(*C), ops<MC>(), fn, "C");
+    oa::detail::value_ptr vc =
+        oa::detail::bind_value<split::cols, MC>(*g, std::forward<CA>(*C), ops<MC>(), fn, "C", in_place);
     if (in_place) {
       result = std::make_shared<oa::detail::value_state>();
       result->label = std::string("C of ") + fn + " (updated in place)";
