@@ -135,9 +135,12 @@ void graph::forget_versions(const call_node& n) noexcept {
   for (const auto& a : n.args)
     if (a.role == arg_role::mut && a.new_value)
       if (auto it = user_versions_.find(a.new_value->object); it != user_versions_.end() && it->second == a.new_value) {
-        // Back to the pending version it read; a binding of its own goes
-        // (the object may be gone before the next call binds its address).
-        if (a.value->pending())
+        // Back to the version it read, which earlier pending calls may read
+        // (a later write must follow them). A binding no other call holds
+        // goes: its object may be gone before the next call is recorded.
+        long here = 0;
+        for (const auto& b : n.args) here += (b.value == a.value) + (b.new_value == a.value);
+        if (a.value->pending() || a.value.use_count() > here)
           it->second = a.value;
         else
           user_versions_.erase(it);
