@@ -7,6 +7,7 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <oa/annotations/stl.hpp>
 #include <oa/core/pinned.hpp>
 #include <oa/oa.hpp>
@@ -258,6 +259,21 @@ bool run_dag(const dag_options& opt, json_sink* sink) {
                    r.exact ? (*r.exact ? "yes" : "NO") : "-", r.exact ? format("%.1e", r.reduction_error) : "-"});
   }
   table.print(std::cout);
+  // What running stages together can gain where one device's link bounds
+  // them: moving serial's copies, each direction still takes serial's busy
+  // time in it, so no schedule of those copies beats the busier direction
+  // (a mode that copies less, reading copies kept on the device, can).
+  std::optional<double> ceiling;
+  for (const auto& r : results) {
+    const double busiest = std::max(r.total.h2d_seconds, r.total.d2h_seconds);
+    const auto& by = r.total.chunks_by_device;
+    const bool one_device = std::count_if(by.begin(), by.end(), [](const auto& d) { return d.first != "host"; }) <= 1;
+    if (r.mode != "serial" || r.failure || busiest <= 0 || !one_device) continue;
+    ceiling = r.seconds / busiest;
+    std::cout << format("mode serial's copies kept the link busy %.4f s in, %.4f s out: with those copies, stages "
+                        "together cannot take less than %.4f s (%.2fx serial)\n",
+                        r.total.h2d_seconds, r.total.d2h_seconds, busiest, *ceiling);
+  }
   std::cout << std::flush;
 
   bool ok = true;
@@ -284,6 +300,9 @@ bool run_dag(const dag_options& opt, json_sink* sink) {
                                {"reduction_rel_error", r.exact ? nlohmann::json(r.reduction_error) : nlohmann::json(nullptr)},
                                {"speedup_vs_serial", serial && timed ? nlohmann::json(*serial / r.seconds)
                                                                      : nlohmann::json(nullptr)},
+                               {"h2d_busy_seconds", r.total.h2d_seconds},
+                               {"d2h_busy_seconds", r.total.d2h_seconds},
+                               {"link_ceiling_vs_serial", ceiling ? nlohmann::json(*ceiling) : nlohmann::json(nullptr)},
                                {"threads", std::max(1u, std::thread::hardware_concurrency())},
                                {"link_gbps", opt.link_gbps},
                                {"seed", opt.seed},

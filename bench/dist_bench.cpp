@@ -70,25 +70,25 @@ struct measured {
   double seconds = std::numeric_limits<double>::infinity();  // the slowest rank's, best repeat
   std::optional<double> error;                               // --verify: largest relative error over ranks
   std::size_t peak = 0;                                      // this rank's peak resident size before --verify
-  std::uint64_t network = 0;                                 // this rank's bytes to and from others by then
+  std::uint64_t network = 0;                                 // this rank's bytes to and from others in the runs
 };
 
-/// What the timed runs left: the peak and the bytes between ranks (before
-/// --verify, which may gather everything to rank 0).
-void after_runs(measured& m, oa::dist::communicator& c) {
-  m.peak = peak_host_bytes();
-  m.network = c.network_bytes();
-}
+/// What the timed runs left: the peak before --verify, which may gather
+/// everything to rank 0.
+void after_runs(measured& m) { m.peak = peak_host_bytes(); }
 
 /// `body` once per repeat, every rank starting together; a repeat takes
-/// as long as its slowest rank. A failure on any rank fails every rank.
+/// as long as its slowest rank (m.seconds: the best repeat's). A failure on
+/// any rank fails every rank. m.network counts this rank's bytes while
+/// `body` ran: not the barrier before it nor the times exchanged after.
 template <class F>
-double timed(oa::dist::communicator& c, const dist_options& opt, F&& body) {
+void timed(oa::dist::communicator& c, const dist_options& opt, measured& m, F&& body) {
   double best = std::numeric_limits<double>::infinity();
   for (int rep = 1; rep <= opt.repeat; ++rep) {
     if (c.rank() == 0) announce_run(opt.workload, "oa on " + std::to_string(c.size()) + " ranks", rep, opt.repeat);
     c.barrier("oa-bench: " + opt.workload);
     std::exception_ptr failed;
+    const std::uint64_t sent = c.network_bytes();
     const auto t0 = clock_type::now();
     try {
       body();
@@ -96,13 +96,14 @@ double timed(oa::dist::communicator& c, const dist_options& opt, F&& body) {
       failed = std::current_exception();
     }
     const double mine = seconds_since(t0);
+    m.network += c.network_bytes() - sent;
     const auto all = oa::dist::each_rank<double>(c, "oa-bench: " + opt.workload, [&] {
       if (failed) std::rethrow_exception(failed);
       return mine;
     });
     best = std::min(best, *std::max_element(all.begin(), all.end()));
   }
-  return best;
+  m.seconds = best;
 }
 
 double largest(oa::dist::communicator& c, double mine) {
@@ -134,13 +135,13 @@ measured paging(const dist_options& opt, const oa::dist::layout& l, oa::dist::co
   using A = oa::dist::array<double>;
   std::vector<A> out;
   double sum = 0;
-  m.seconds = timed(c, opt, [&] {
+  timed(c, opt, m, [&] {
     std::vector<A> h;
     for (auto& x : in) h.emplace_back(l, oa::ref(x), c);
     sum = call_paging(w, h, out);
     for (const A& o : out) (void)o.local().get();
   });
-  after_runs(m, c);
+  after_runs(m);
   if (opt.verify) {  // each rank's block against Eigen's; a sum against the sum of the ranks' Eigen sums
     std::vector<Eigen::ArrayXd> want;
     const double mine = call_paging(w, in, want);
@@ -163,8 +164,8 @@ measured transform_reduce(const dist_options& opt, std::size_t n, oa::dist::comm
   const auto a = gen(0), b = gen(1), x = gen(2);
   measured m;
   T got{};
-  m.seconds = timed(c, opt, [&] { got = oa::dist::transform_reduce(oa::dist::transform(a, b, std::plus<>{}), x, T(0)); });
-  after_runs(m, c);
+  timed(c, opt, m, [&] { got = oa::dist::transform_reduce(oa::dist::transform(a, b, std::plus<>{}), x, T(0)); });
+  after_runs(m);
   if (opt.verify) {
     double err = 0;
     if (c.rank() == 0) {  // one process's sum, in order
@@ -185,11 +186,11 @@ oa::dist::vector<T> timed_vector_op(const dist_options& opt, std::size_t n, oa::
                                     Op op) {
   const auto x = oa::dist::generate<T>(n, [&](std::size_t i) { return value_at<T>(opt.seed, i); }, c);
   std::optional<oa::dist::vector<T>> s;
-  m.seconds = timed(c, opt, [&] {
+  timed(c, opt, m, [&] {
     s.emplace(op(x));
     (void)s->local().get();
   });
-  after_runs(m, c);
+  after_runs(m);
   return std::move(*s);
 }
 
@@ -238,8 +239,8 @@ measured gemm(const dist_options& opt, std::size_t n, oa::dist::communicator& c)
   const auto b = oa::dist::generate_matrix<double>(n, n, fb);
   measured m;
   std::optional<oa::dist::matrix<double>> p;
-  m.seconds = timed(c, opt, [&] { p.emplace(oa::dist::gemm(a, b)); });
-  after_runs(m, c);
+  timed(c, opt, m, [&] { p.emplace(oa::dist::gemm(a, b)); });
+  after_runs(m);
   if (opt.verify) {  // against Eigen's product of the whole, on rank 0
     const Eigen::MatrixXd got = p->gather(0);
     double err = 0;
@@ -299,13 +300,12 @@ bool run_dist(const dist_options& opt, json_sink* sink) {
   // What the process holds before the workload makes its data (libraries,
   // MPI's shared memory, the device): the run's own peak is above it.
   const std::size_t start = host_bytes_now();
-  const std::uint64_t sent_before = c.network_bytes();
   const measured m = opt.workload == "gemm"           ? gemm(opt, n, c)
                      : array_workload                 ? paging(opt, l, c)
                      : opt.type == "int64"          ? typed<std::int64_t>(opt, n, c)
                                                     : typed<double>(opt, n, c);
-  // Of one run: every repeat moves the same (with a barrier's few bytes).
-  const std::uint64_t moved = (m.network - sent_before) / static_cast<std::uint64_t>(std::max(1, opt.repeat));
+  // Of one run: every repeat moves the same.
+  const std::uint64_t moved = m.network / static_cast<std::uint64_t>(std::max(1, opt.repeat));
   const auto moved_all = oa::dist::each_rank<std::uint64_t>(c, "oa-bench", [&] { return moved; });
   // Peaks before --verify, which may gather everything to rank 0.
   const auto peak_all = oa::dist::each_rank<std::uint64_t>(c, "oa-bench", [&] { return m.peak; });
@@ -325,13 +325,21 @@ bool run_dist(const dist_options& opt, json_sink* sink) {
   const double work = product ? 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n)
                               : static_cast<double>(n);
   const double total_rate = work / m.seconds;
+  // The most a rank holds: the largest block (a vector's blocks differ by
+  // one; a product's C blocks are cut over the grid's rows and columns).
+  const auto ceil_div = [](std::size_t a, std::size_t b) { return (a + b - 1) / b; };
+  std::size_t per_rank = ceil_div(n, ranks);
+  if (product) {
+    const oa::dist::grid g = oa::dist::grid::near_square(static_cast<int>(ranks));
+    per_rank = ceil_div(n, static_cast<std::size_t>(g.rows)) * ceil_div(n, static_cast<std::size_t>(g.cols));
+  }
   std::cout << (emulated_run(opt) ? "(emulated devices: not GPU timings)\n" : "")
             << (product ? "workload          ranks           n    per rank    seconds    GFLOP/s  per rank   network  peak host"
                         : "workload          ranks    elements    per rank    seconds    Melem/s  per rank   network  peak host")
             << "  run's peak   error\n"
             << std::string(124, '-') << '\n'
             << format("%-16s %6zu %11zu %11zu %10.4f %10.1f %9.1f %9s %10s %11s %7s\n", opt.workload.c_str(), ranks,
-                      n, product ? n * n / ranks : n / ranks, m.seconds, total_rate / (product ? 1e9 : 1e6),
+                      n, per_rank, m.seconds, total_rate / (product ? 1e9 : 1e6),
                       total_rate / (product ? 1e9 : 1e6) / static_cast<double>(ranks),
                       format_bytes(static_cast<double>(network)).c_str(),
                       format_bytes(static_cast<double>(peak)).c_str(),
@@ -344,13 +352,12 @@ bool run_dist(const dist_options& opt, json_sink* sink) {
     r["type"] = array_workload || product ? "double" : opt.type;
     r["ranks"] = ranks;
     r["elements"] = n;
-    r["elements_per_rank"] = n / ranks;
+    r["elements_per_rank"] = per_rank;
     r["per_rank"] = opt.per_rank;
     r["seconds"] = m.seconds;
     if (product) {
       r["n"] = n;
       r["elements"] = n * n;
-      r["elements_per_rank"] = n * n / ranks;
       r["gflops"] = total_rate / 1e9;
       r["gflops_per_rank"] = total_rate / 1e9 / static_cast<double>(ranks);
     } else {

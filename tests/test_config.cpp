@@ -605,6 +605,10 @@ TEST_CASE("OA_DIST_TIMEOUT: seconds, 0 for no deadline, checked") {
     CAPTURE(bad);
     CHECK(config_error_of([] { (void)oa::config::from_environment(); }).find("OA_DIST_TIMEOUT") != std::string::npos);
   }
+  // The number as given, not with six decimals.
+  env.set("OA_DIST_TIMEOUT", "-1");
+  CHECK(config_error_of([] { (void)oa::config::from_environment(); }) ==
+        "oa: OA_DIST_TIMEOUT: -1 is out of range (0-1e6 seconds; 0: no deadline)");
 }
 
 TEST_CASE("OA_STDPAR_MIN: one count for every family or family=count entries; in the file a number or an object") {

@@ -6,6 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <cstddef>
+#include <new>
+#include <span>
 #include <stdexcept>
 #include <vector>
 
@@ -224,5 +227,38 @@ TEST_CASE("a call that writes elements another of its arguments covers in part i
     copy_into(all.subspan(0, n / 2), std::span<const double>(all.subspan(n / 2)));
     oa::evaluate();
     for (std::size_t i = 0; i < n; i += 7) CHECK(a[i] == r[i < n / 2 ? i + n / 2 : i]);
+  }
+}
+
+TEST_CASE("a binding a refused call leaves answers for no other object: one gone is not read, one at its address is bound afresh") {
+  const std::size_t n = 3000;
+  const std::vector<double> r = ramp(n);
+  for (const oa::config& c : {oa_test::host_config(), oa_test::emulated_config(std::size_t{64} << 10)}) {
+    CAPTURE(c.device);
+    config_scope scope(c);
+    std::vector<double> a = r;
+    {
+      const std::span<const double> gone(a.data(), n / 2);
+      std::vector<double> shorter(n / 2 - 1, 1.0);
+      CHECK_THROWS_AS(add_into(gone, shorter), oa::invalid_argument);  // both bound, then refused
+    }
+    // Writes a's elements, which the bindings of `gone` and `shorter` cover:
+    // the check of this binding against them must not read either object
+    // (AddressSanitizer: stack-use-after-scope, heap-use-after-free).
+    scale2(a);
+    // Another span in the first one's place, of another length.
+    alignas(std::span<const double>) std::byte slot[sizeof(std::span<const double>)];
+    auto* s = new (slot) std::span<const double>(a.data(), n / 3);
+    std::vector<double> shorter(n / 3 + 1, 1.0);
+    CHECK_THROWS_AS(add_into(*s, shorter), oa::invalid_argument);
+    s = new (slot) std::span<const double>(a.data(), n);
+    auto doubled = twice(*s);
+    oa::evaluate();
+    REQUIRE(doubled.get().size() == n);
+    for (std::size_t i = 0; i < n; i += 7) {
+      CAPTURE(i);
+      REQUIRE(a[i] == 2 * r[i]);
+      REQUIRE(doubled.get()[i] == 4 * r[i]);
+    }
   }
 }

@@ -443,6 +443,24 @@ TEST_CASE("a device far smaller than the others sits out; gemm with B (or A) the
   CHECK((C - (C0 * A + C0)).cwiseAbs().maxCoeff() < 1e-11);
 }
 
+TEST_CASE("balanced feed: chunks a device finishes in a burst do not make another decline") {
+  oa::detail::chunk_feed feed(100, 1, 0, 2, false, false, "test");
+  // Device 0 shows its rate: two chunks, 5 ms apart.
+  REQUIRE(feed.take(0));
+  feed.finished(0);
+  REQUIRE(feed.take(0));
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  feed.finished(0);
+  // Device 1 held eight chunks, which end at once (they waited behind a
+  // one-off cost): microseconds apart, they are no rate. Judged by them,
+  // device 1 would finish the 90 left long before device 0's next, and
+  // device 0 would decline.
+  for (int i = 0; i < 8; ++i) REQUIRE(feed.take(1));
+  for (int i = 0; i < 8; ++i) feed.finished(1);
+  CHECK(feed.take(0));
+  CHECK(feed.take(1));
+}
+
 TEST_CASE("balanced feed: a device whose first chunk paid a one-off cost is not taken for a slow one") {
   // Device 1 holds four chunks at once; its first takes 40 ms (its staging
   // memory made, say), its others 0.5 ms. Device 0 holds one and takes 3 ms

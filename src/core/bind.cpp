@@ -40,6 +40,8 @@ value_ptr updated_value(graph& g, const value_state& old, const std::string& arg
   v->owned = old.owned;  // a temporary view's copy, kept while a version may read it
   v->state = old.state;  // unsplit: chunks cannot change it
   v->user_storage = true;
+  v->storage_first = old.storage_first;
+  v->storage_last = old.storage_last;
   v->status = value_status::pending;
   v->owner = g.weak_from_this();
   g.set_user_version(old.object, v);

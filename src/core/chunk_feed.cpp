@@ -25,12 +25,15 @@ chunk_feed::chunk_feed(std::size_t units, std::size_t chunk_units, std::size_t c
 // rates they have shown, would finish every chunk left (this one included)
 // and those they hold before d would finish this one after those it holds.
 bool chunk_feed::others_first(int d, clock::time_point now) const {
-  // Chunks per second since its first finished: not what a device's first
-  // chunk paid once (its staging memory made, its pages touched), which
-  // would make a fast device look slow and decline early.
+  // Chunks per second once the chunks it held at its first finish have all
+  // finished, counting only those after: not what its first chunks paid
+  // once (its staging memory made, its pages touched), which would make a
+  // fast device look slow and decline early; nor their burst (chunks that
+  // waited behind that cost end together), which would make it look fast
+  // and another decline early.
   const auto rate = [&](const taker& t) {
-    const double s = std::chrono::duration<double>(now - t.first_finished).count();
-    return t.finished > 1 && s > 0 ? static_cast<double>(t.finished - 1) / s : 0.0;
+    const double s = std::chrono::duration<double>(now - t.settled).count();
+    return t.finished > t.taken_by_first && s > 0 ? static_cast<double>(t.finished - t.taken_by_first) / s : 0.0;
   };
   const taker& me = takers_[static_cast<std::size_t>(d)];
   const double mine = rate(me);
@@ -76,7 +79,8 @@ std::optional<std::size_t> chunk_feed::take(int d) {
 void chunk_feed::finished(int d) {
   std::lock_guard lock(mutex_);
   taker& t = takers_[static_cast<std::size_t>(d)];
-  if (t.finished++ == 0) t.first_finished = clock::now();
+  if (t.finished++ == 0) t.taken_by_first = t.taken;
+  if (t.finished == t.taken_by_first) t.settled = clock::now();
   progress_.update(++finished_);
 }
 

@@ -55,7 +55,8 @@ class chunk_feed {
   using clock = std::chrono::steady_clock;
   struct taker {
     std::size_t taken = 0, finished = 0;
-    clock::time_point first_finished;  // when its first chunk finished
+    std::size_t taken_by_first = 0;    // chunks it had taken when its first finished
+    clock::time_point settled;         // when those had all finished
     bool active = true;
     std::size_t next_even = 0;
   };

@@ -34,6 +34,14 @@ constexpr const char* byte_size_hint = " (use e.g. 4096, 64MiB, 1.5GiB)";
   throw config_error("oa: " + what + ": " + message);
 }
 
+/// A setting's number in the fewest digits that read back as it (-1,
+/// 1000000.5, 1e+20), not std::to_string's six decimals.
+std::string number_text(double v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return ec == std::errc{} ? std::string(buf, end) : std::to_string(v);
+}
+
 std::string_view trim(std::string_view s) {
   const auto is_space = [](char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; };
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
@@ -120,9 +128,7 @@ void check_progress(int p, const std::string& what) {
 
 void check_link_gbps(double v, const std::string& what) {
   if (!std::isfinite(v) || v < 0 || v > max_link_gbps) {
-    std::ostringstream shown;
-    shown << v;
-    fail(what, "link bandwidth must be a number from 0 to 1e6 (GB/s; 0 = unthrottled), got " + shown.str());
+    fail(what, "link bandwidth must be a number from 0 to 1e6 (GB/s; 0 = unthrottled), got " + number_text(v));
   }
   if (v > 0 && v < min_link_gbps) {
     std::ostringstream shown;
@@ -442,7 +448,7 @@ const setting settings[] = {
      },
      [](const config& c, const std::string& w) {
        if (!std::isfinite(c.dist_timeout) || c.dist_timeout < 0 || c.dist_timeout > 1e6)
-         fail(w, std::to_string(c.dist_timeout) + " is out of range (0-1e6 seconds; 0: no deadline)");
+         fail(w, number_text(c.dist_timeout) + " is out of range (0-1e6 seconds; 0: no deadline)");
      }},
     {"link_latency_us", "OA_LINK_LATENCY_US",
      [](config& c, const std::string& t, const std::string& w) { c.link_latency_us = env_double(t, w); },
@@ -452,7 +458,7 @@ const setting settings[] = {
      },
      [](const config& c, const std::string& w) {
        if (!std::isfinite(c.link_latency_us) || c.link_latency_us < 0 || c.link_latency_us > 1e6)
-         fail(w, std::to_string(c.link_latency_us) + " is out of range (0-1e6 microseconds)");
+         fail(w, number_text(c.link_latency_us) + " is out of range (0-1e6 microseconds)");
      }},
     {"staging_slot_bytes", "OA_STAGING_SLOT_BYTES",
      [](config& c, const std::string& t, const std::string& w) { c.staging_slot_bytes = parse_bytes(t, w); },

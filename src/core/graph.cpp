@@ -99,19 +99,33 @@ value_ptr graph::bind_user(void* object, const value_ops* ops, const split::shap
   if (first)
     for (const auto& [other, version] : user_versions_) {
       if (other == object || !(writes || version->pending())) continue;
-      const auto [o_first, o_last] = storage_of(other, version->ops, version->shape);
-      if (o_first && first < o_last && o_first < last) return nullptr;
+      if (version->storage_first && first < version->storage_last && version->storage_first < last) return nullptr;
     }
-  if (it != user_versions_.end() && it->second->ops == ops) return it->second;
-  if (it != user_versions_.end() && it->second->pending()) return nullptr;  // caller evaluates first
+  // Another object at a binding's address (the one bound is gone: a span of
+  // a refused call, then one of another length in its place) is bound
+  // afresh, and takes the binding's place when nothing else holds that (no
+  // pending call reads it). A pending one: the caller evaluates first.
+  bool replace = false;
+  if (it != user_versions_.end()) {
+    const value_state& known = *it->second;
+    const bool same_object = known.shape == s && known.storage_first == first && known.storage_last == last;
+    if (known.ops == ops && same_object) return it->second;
+    if (known.pending()) return nullptr;  // caller evaluates first
+    replace = known.ops == ops && it->second.use_count() == 1;
+  }
   auto v = std::make_shared<value_state>();
   v->label = std::move(label);
   v->ops = ops;
   v->shape = s;
   v->object = object;
   v->user_storage = true;
+  v->storage_first = first;
+  v->storage_last = last;
   v->status = value_status::ready;
-  if (it == user_versions_.end()) user_versions_.emplace(object, v);
+  if (it == user_versions_.end())
+    user_versions_.emplace(object, v);
+  else if (replace)
+    it->second = v;
   return v;
 }
 

@@ -71,6 +71,13 @@ const config& config_locked(runtime_state& s) {
   }
   return s.cfg;
 }
+
+std::string setting_origin(std::string_view key) {
+  runtime_state& s = current_state();
+  std::lock_guard lock(s.mutex);
+  (void)config_locked(s);
+  return s.origin.where(key);
+}
 }  // namespace detail
 
 namespace {
@@ -435,8 +442,9 @@ std::shared_ptr<graph> current_graph() {
     // the thread's exit (a static's, on the main thread, at the program's).
     // A graph of its own for what is left of the thread, left for the
     // process's end to reclaim (a pointer: nothing destroys it out of order).
+    // Its calls run as they are recorded: nothing would evaluate them later.
     thread_local std::shared_ptr<graph>* late = nullptr;
-    if (!late) late = new std::shared_ptr<graph>(std::make_shared<graph>(default_state()));
+    if (!late) late = new std::shared_ptr<graph>(std::make_shared<graph>(default_state(), true));
     return *late;
   }
   if (!this_thread.used.empty()) return this_thread.used.back();
@@ -463,6 +471,14 @@ void rethrow_failures(graph& g, const char* where) {
                  others.c_str());
   }
   std::rethrow_exception(f.front().error);
+}
+
+void recorded(graph& g, const char* call) {
+  // A call made by a CPU function the evaluation runs waits for that
+  // function's own get(), as it would before the thread's state ended.
+  if (!g.at_once() || in_engine_thread()) return;
+  evaluate(g);
+  rethrow_failures(g, call);
 }
 
 void report_unobserved(runtime_state& s, const graph::failure& f) noexcept {

@@ -142,5 +142,8 @@ const config& config_locked(runtime_state& s);
 device& device_locked(runtime_state& s);
 /// The host device, the fallback of every other.
 device& host_locked(runtime_state& s);
+/// Where the calling thread's runtime took setting `key` from, as messages
+/// name it ("OA_DIST_TIMEOUT", "settings.json: key 'dist_timeout'").
+std::string setting_origin(std::string_view key);
 
 }  // namespace oa::detail

@@ -14,6 +14,7 @@
 #include "oa/core/config.hpp"
 #include "oa/core/fnv1a.hpp"
 #include "oa/core/runtime.hpp"
+#include "core/runtime_state.hpp"
 
 #if OA_HAS_MPI
 #include <mpi.h>
@@ -388,6 +389,10 @@ class mpi_comm final : public communicator {
   /// there is no deadline.
   void wait(const std::string& call, MPI_Request& req, arrival* tokens) {
     const double limit = oa::current_config().dist_timeout;
+    // Where the deadline was set, for the message (read here, not while
+    // another thread of this rank may hold the runtime in an evaluation).
+    std::string source = tokens && limit > 0 ? oa::detail::setting_origin("dist_timeout") : std::string();
+    if (source.ends_with("(default)")) source += "; OA_DIST_TIMEOUT sets it";
     const auto start = std::chrono::steady_clock::now();
     // Another rank is usually near: yield first, then sleep up to 500 us.
     oa::detail::backoff wait({.spins = 0, .yields = 64, .first = std::chrono::microseconds(10),
@@ -401,8 +406,8 @@ class mpi_comm final : public communicator {
         std::string missing = tokens->missing();
         if (missing.empty()) missing = "a rank";
         std::ostringstream what;
-        what << "oa: " << call << ": " << missing << of_ranks()
-             << " did not arrive within " << limit << " s (OA_DIST_TIMEOUT); this is rank " << who(rank_)
+        what << "oa: " << call << ": " << missing << of_ranks() << " did not arrive within " << limit << " s ("
+             << source << "); this is rank " << who(rank_)
              << "; the run is aborted\n";
         std::fputs(what.str().c_str(), stderr);
         std::fflush(stderr);

@@ -930,7 +930,13 @@ class annotated {
     make_kernels(node, binders, std::index_sequence<K...>{});
     const int id = g->add(std::move(node));
     for (auto& v : results) v->producer = id;
-    return make_results(results, std::index_sequence<K...>{});
+    if constexpr (std::is_void_v<decltype(make_results(results, std::index_sequence<K...>{}))>) {
+      detail::recorded(*g, Name.data);
+    } else {
+      auto out = make_results(results, std::index_sequence<K...>{});
+      detail::recorded(*g, Name.data);  // with the results' handles made: they are kept
+      return out;
+    }
   }
 
   template <std::size_t K, class Tuple>

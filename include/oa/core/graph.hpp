@@ -59,6 +59,11 @@ struct value_state {
   void* object = nullptr;       // host object: owned, or the caller's
   std::shared_ptr<const void> state;  // unsplit state (split types with state), fixed when recorded
   bool user_storage = false;    // `object` is the caller's: always written back
+  // The bytes [first, last) the caller's object kept its elements in when it
+  // was bound: later bindings are checked against these, not against the
+  // object, which may be gone by then (a span bound by a call refused).
+  const std::byte* storage_first = nullptr;
+  const std::byte* storage_last = nullptr;
   // Published by the evaluating thread after the value (or `error`) is in
   // place, and read (acquire) by get() on any thread: whoever sees ready or
   // failed sees what the evaluation wrote. Set `error` before `failed`.
@@ -175,8 +180,11 @@ class graph : public std::enable_shared_from_this<graph> {
     std::string message;
   };
 
-  /// The graph of calls recorded for runtime `rt` (its devices run them).
-  explicit graph(std::shared_ptr<runtime_state> rt) : runtime_(std::move(rt)) {}
+  /// The graph of calls recorded for runtime `rt` (its devices run them);
+  /// `at_once`: each call runs as it is recorded (see recorded()).
+  explicit graph(std::shared_ptr<runtime_state> rt, bool at_once = false)
+      : runtime_(std::move(rt)), at_once_(at_once) {}
+  bool at_once() const noexcept { return at_once_; }
   graph(const graph&) = delete;
   graph& operator=(const graph&) = delete;
   /// Failures nobody received are reported (stderr and the run report).
@@ -219,6 +227,7 @@ class graph : public std::enable_shared_from_this<graph> {
 
  private:
   std::shared_ptr<runtime_state> runtime_;  // kept alive while calls or errors may need it
+  bool at_once_ = false;
   mutable std::recursive_mutex mutex_;
   std::vector<call_node> nodes_;
   std::unordered_map<void*, value_ptr> user_versions_;

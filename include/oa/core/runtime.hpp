@@ -141,6 +141,10 @@ std::shared_ptr<graph> current_graph();
 void evaluate(graph& g);
 /// Throws the first failure of `g` not yet received by a caller (see evaluate()).
 void rethrow_failures(graph& g, const char* where);
+/// A call was just recorded in `g`. After its thread's state has ended (in a
+/// destructor at exit) nothing would evaluate it later: it runs now, and its
+/// error is thrown by the call, as the CPU function's would be.
+void recorded(graph& g, const char* call);
 
 /// Whether this thread runs engine work: an evaluation, or a device's engine
 /// thread. Work that would enter the engine from there (an Eigen hook in an

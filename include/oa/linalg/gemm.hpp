@@ -156,6 +156,8 @@ oa::detail::value_ptr record(const char* fn, scalar_t<AA> alpha, AA&& A, op opa,
       result->shape = vc->shape;
       result->object = vc->object;
       result->user_storage = true;
+      result->storage_first = vc->storage_first;  // later bindings of C's elements are ordered after it
+      result->storage_last = vc->storage_last;
       result->status = oa::detail::value_status::pending;
       result->owner = g->weak_from_this();
       g->set_user_version(vc->object, result);
@@ -204,15 +206,23 @@ auto gemm(detail::scalar_t<AA> alpha, AA&& A, BA&& B, detail::scalar_t<AA> beta,
                             !std::is_const_v<std::remove_reference_t<CA>>;
   auto v = detail::record<AA, BA, CA>("oa::linalg::gemm", alpha, std::forward<AA>(A), op_a, std::forward<BA>(B), op_b, beta, &C,
                           in_place);
-  if constexpr (!in_place) return lazy<MC>(std::move(v));
+  if constexpr (in_place) {
+    oa::detail::recorded(*oa::detail::current_graph(), "oa::linalg::gemm");
+  } else {
+    lazy<MC> result(std::move(v));
+    oa::detail::recorded(*oa::detail::current_graph(), "oa::linalg::gemm");  // with its handle: the result is kept
+    return result;
+  }
 }
 
 /// op_a(A) op_b(B) as a new lazy matrix (of A's matrix type).
 template <class AA, class BA>
 lazy<detail::matrix_t<AA>> product(AA&& A, BA&& B, op op_a = op::none, op op_b = op::none) {
   using S = detail::scalar_t<AA>;
-  return lazy<detail::matrix_t<AA>>(detail::record<AA, BA, void>("oa::linalg::product", S(1), std::forward<AA>(A), op_a,
-                                                                  std::forward<BA>(B), op_b, S(0), nullptr, false));
+  lazy<detail::matrix_t<AA>> result(detail::record<AA, BA, void>("oa::linalg::product", S(1), std::forward<AA>(A), op_a,
+                                                                   std::forward<BA>(B), op_b, S(0), nullptr, false));
+  oa::detail::recorded(*oa::detail::current_graph(), "oa::linalg::product");  // with its handle: the result is kept
+  return result;
 }
 
 }  // namespace oa::linalg
