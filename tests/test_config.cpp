@@ -710,9 +710,13 @@ TEST_CASE("OA_DEVICES and OA_SPREAD: read from the environment and the file, bad
                  "oa: OA_DEVICES: 'emulated:link_gbps=x': link_gbps=x is not a number"));
   env.set("OA_DEVICES", "emulated:memory=1EiB");
   CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }), "more than this machine's physical memory"));
-  env.set("OA_DEVICES", "emulated:memory=16GiB,emulated:memory=16GiB");  // each fits, not both
+  // Each fits in this machine's memory, not both (a 24 GiB machine: 13 GiB each; 128 GiB: 63).
+  const std::size_t half = (physical_memory_bytes() >> 30) / 2 + 1;
+  const std::string each = "emulated:memory=" + std::to_string(half) + "GiB";
+  env.set("OA_DEVICES", each + "," + each);
   CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }),
-                 "the emulated devices' memory (emulated:memory=16GiB takes 17179869184 bytes) adds up to more"));
+                 "the emulated devices' memory (" + each + " takes " + std::to_string(half << 30) +
+                     " bytes) adds up to more"));
   env.set("OA_DEVICES", "emulated");
   env.set("OA_DEVICE_MEMORY", "1EiB");  // the devices without a memory of their own take it
   CHECK(contains(config_error_of([] { (void)oa::config::from_environment(); }), "more than this machine's physical memory"));

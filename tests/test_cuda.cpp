@@ -238,6 +238,10 @@ TEST_CASE("cuda: a budget too small for the smallest tiles is an error at get(),
   const Eigen::MatrixXd A0 = A;
   oa::lazy<Eigen::MatrixXd> P = oa::linalg::product(A, B);
   const std::string msg = oa_test::message_of([&] { P.get(); });
+  CAPTURE(msg);
+  std::string where;  // on failure: where the product went, and why
+  for (const auto& r : oa::reports()) where += r.device + ": " + r.placement_reason + "; " + r.error + "\n";
+  INFO(where);
   CHECK(msg.find("OA_DEVICE_MEMORY") != std::string::npos);
   CHECK_THROWS_AS(P.get(), oa::plan_error);
   CHECK(A == A0);

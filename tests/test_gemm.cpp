@@ -649,3 +649,23 @@ TEST_CASE("a device fault on a block of a blocked write-back: the tile re-runs o
     }
   CHECK(rerun >= 100);
 }
+
+// The CPU twin of test_cuda's: the device's product rates measured at a larger budget first, as on a GPU.
+TEST_CASE("a product with a budget too small for the smallest tiles is an error at get(), not a crash") {
+  const Eigen::MatrixXd A = Eigen::MatrixXd::Random(300, 300), B = Eigen::MatrixXd::Random(300, 300);
+  {
+    oa_test::config_scope big(oa_test::emulated_config(std::size_t{256} << 20, 10));
+    CHECK(oa::linalg::product(A, B).get().isApprox(A * B));
+  }
+  oa_test::config_scope cs(oa_test::emulated_config(1024, 10));
+  const Eigen::MatrixXd A0 = A;
+  oa::lazy<Eigen::MatrixXd> P = oa::linalg::product(A, B);
+  const std::string msg = oa_test::message_of([&] { P.get(); });
+  CAPTURE(msg);
+  std::string where;
+  for (const auto& r : oa::reports()) where += r.device + ": " + r.placement_reason + "; " + r.error + "\n";
+  INFO(where);
+  CHECK(msg.find("OA_DEVICE_MEMORY") != std::string::npos);
+  CHECK_THROWS_AS(P.get(), oa::plan_error);
+  CHECK(A == A0);
+}

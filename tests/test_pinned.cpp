@@ -1,6 +1,7 @@
 // The pinned memory pool, the registry of pinned ranges, pin/unpin and
 // pinned_vector. Without a GPU the pool's backend is anonymous memory,
-// pre-touched and mlock'ed when RLIMIT_MEMLOCK permits.
+// pre-touched and mlock'ed when RLIMIT_MEMLOCK permits; with one, the
+// process-wide pool's is cudaHostAlloc.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,7 +13,11 @@
 #include <numeric>
 #include <oa/core/error.hpp>
 #include <oa/core/pinned.hpp>
+#if defined(OA_HAS_CUDA)
+#include <oa/cuda/device.hpp>
+#endif
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -21,6 +26,14 @@
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
+
+/// The process-wide pool's backend: cudaHostAlloc where a GPU is usable.
+std::string process_backend() {
+#if defined(OA_HAS_CUDA)
+  if (oa::cuda::usable_devices() > 0) return "cuda";
+#endif
+  return "mmap";
+}
 
 oa::pinned_memory_resource::options small_arenas(std::size_t arena = 2 * MiB) {
   oa::pinned_memory_resource::options o;
@@ -239,7 +252,7 @@ TEST_CASE("pinned_vector<double> of 10^7 elements") {
   CHECK(oa::pinned_memory().owns(v.data()));
   const auto s = oa::pinned_memory().stats();
   CHECK(s.in_use_bytes >= before.in_use_bytes + n * sizeof(double));
-  CHECK(s.backend == "mmap");  // no GPU here
+  CHECK(s.backend == process_backend());
   oa::pinned_vector<double> w = v;  // stateless allocator: copies share the pool
   CHECK(w == v);
   CHECK(oa::pinned_allocator<double>{} == oa::pinned_allocator<int>{});

@@ -8,6 +8,8 @@
 #include <oa/core/pinned.hpp>
 #include <utility>
 
+#include "support.hpp"
+
 namespace {
 
 std::size_t in_use() { return oa::pinned_memory().stats().in_use_bytes; }
@@ -79,5 +81,25 @@ TEST_CASE("PINNED_ALLOCATIONS: resizing moves storage into and out of the pool, 
   a.resize(10);
   CHECK_FALSE(oa::is_pinned(a.data(), 8));
   a.resize(0);
+  CHECK(in_use() == before);
+}
+
+TEST_CASE("PINNED_ALLOCATIONS: the devices' staging slots are oa's own, not counted as the program's blocks") {
+  // Pageable operands (below PINNED_MIN) go through the emulated device's
+  // staging engine, whose pinned slots stay with the device: the program's
+  // pool sees none of them (on a GPU, the default device's the same way).
+  oa::config c = oa_test::emulated_config(std::size_t{1} << 20);
+  c.offload_gemm_min = 0;
+  oa_test::config_scope cs(c);
+  const std::size_t before = in_use();
+  {
+    const Eigen::MatrixXd a = Eigen::MatrixXd::Random(90, 90), b = Eigen::MatrixXd::Random(90, 90);  // 64800 bytes
+    CHECK_FALSE(oa::is_pinned(a.data(), 8));
+    const Eigen::MatrixXd p = a * b;
+    CHECK((p - a.lazyProduct(b)).norm() <= 1e-12 * p.norm());
+    bool staged = false;
+    for (const auto& r : oa::reports()) staged |= r.op == "gemm" && r.device == "emulated";
+    CHECK(staged);
+  }
   CHECK(in_use() == before);
 }

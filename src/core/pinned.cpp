@@ -428,6 +428,11 @@ pinned_memory_resource& pinned_memory() {
   return *r;
 }
 
+pinned_memory_resource& detail::staging_memory() {
+  static pinned_memory_resource* r = new pinned_memory_resource;  // as pinned_memory()
+  return *r;
+}
+
 // ---- the registry's API --------------------------------------------------------------
 
 bool is_pinned(const void* p, std::size_t bytes) noexcept {

@@ -7,6 +7,10 @@
 #include <memory>
 #include <string>
 
+namespace oa {
+class pinned_memory_resource;
+}
+
 namespace oa::detail {
 
 class pinned_backend {
@@ -28,6 +32,11 @@ class pinned_backend {
 
 /// Anonymous memory, MADV_HUGEPAGE, pre-touched by `threads` threads, mlock'ed.
 std::unique_ptr<pinned_backend> make_host_pinned_backend(int threads);
+
+/// The process-wide pool the devices' staging slots come from: a pool of
+/// oa's own beside the program's pinned_memory(), whose stats() then count
+/// only the program's blocks. Made at its first use, never destroyed.
+pinned_memory_resource& staging_memory();
 
 /// Whether p lies in an arena of some pinned_memory_resource (the registry).
 bool in_pinned_arena(const void* p) noexcept;

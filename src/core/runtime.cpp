@@ -204,6 +204,11 @@ device& host_locked(runtime_state& s) {
   return *s.host;
 }
 
+device& lane_host_locked(runtime_state& s) {
+  if (!s.lane_host) s.lane_host = make_host_device({});
+  return *s.lane_host;
+}
+
 device& device_locked(runtime_state& s) {
   if (s.devices.empty()) {
     if (s.device_error) std::rethrow_exception(s.device_error);

@@ -48,6 +48,10 @@ struct runtime_state {
   // so that a caller who received it is not told of it again by each stage.
   std::exception_ptr device_error;
   std::unique_ptr<device> host;
+  // The host device a stage beside the devices runs on (scheduler's host
+  // lane): streams and records of its own, so that the evaluating thread's
+  // host work (a reduction's initial value, a fault's re-run) need not wait.
+  std::unique_ptr<device> lane_host;
   run_log log;
   // The busy time of each kind of stage's kernels on each device, by the
   // bytes it touches, measured whenever one runs there alone and whole (in
@@ -142,6 +146,8 @@ const config& config_locked(runtime_state& s);
 device& device_locked(runtime_state& s);
 /// The host device, the fallback of every other.
 device& host_locked(runtime_state& s);
+/// The host device of the stage beside the devices (made at first use).
+device& lane_host_locked(runtime_state& s);
 /// Where the calling thread's runtime took setting `key` from, as messages
 /// name it ("OA_DIST_TIMEOUT", "settings.json: key 'dist_timeout'").
 std::string setting_origin(std::string_view key);

@@ -261,12 +261,13 @@ void scheduler::run_spread(std::size_t i, run_options& opt, const std::vector<ru
   finish_spread(i, std::move(rep), cost, on, lost, opt.host_share);
 }
 
-/// A stage on the host beside a device runs on a thread of its own while
-/// later stages that need not follow it run on the device (one host stage
-/// at a time: the host device's streams and records are its).
+/// A stage on the host beside a device runs on a thread of its own, on a
+/// host device of its own, while later stages that need not follow it run
+/// on the device, and host stages that need not follow it on the host (one
+/// such stage at a time).
 void scheduler::start_beside(std::size_t i, const run_options& opt, const stage_cost& cost, double predicted) {
   collect_beside();
-  device& host = host_locked(st_);
+  device& host = lane_host_locked(st_);
   lane_.start(i, cost, predicted, [this, &s = stages_[i], &host, opt](std::vector<trace_event>& own_trace) {
     run_options mine = opt;
     mine.trace = c_.trace.empty() ? nullptr : &own_trace;
@@ -354,9 +355,11 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
       return run_together(group, opt, target);
   prepare_residency(*target.resident, i, &where == &dev, opt, first_pending());
   // (Not while the host takes shares of device stages: its streams are theirs too.)
-  const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host && beside_worth_it(i);
+  // (While one runs beside, the evaluating thread runs the next host stages
+  // itself, on the host device: it does not wait for the lane.)
+  const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host && !lane_.busy() &&
+                      beside_worth_it(i);
   if (beside) return start_beside(i, opt, cost, predicted);
-  if (&where == &host) collect_beside();  // one host stage at a time: the host's streams and records
   const std::size_t evicted_before = target.resident->evicted_bytes();
   stage_report rep = s.contraction ? run_contraction(s, nodes_, where, host, opt)
                                    : run_stage(s, nodes_, needed_, where, host, opt);

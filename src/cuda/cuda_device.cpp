@@ -29,6 +29,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/pinned_backend.hpp"
 #include "core/staging.hpp"
 #include "cuda/copy_pool.hpp"
 #include "cuda/cuda_rates.hpp"
@@ -614,14 +615,14 @@ class cuda_device final : public device, private oa::detail::staging_port {
       if (!memops_.usable()) return;
       void* probe = nullptr;
       try {
-        probe = pinned_memory().allocate(64, 64);
+        probe = oa::detail::staging_memory().allocate(64, 64);
       } catch (const std::bad_alloc&) {
         return;
       }
       void* d = nullptr;
       staging_usable_ = cudaHostGetDevicePointer(&d, probe, 0) == cudaSuccess;
       (void)cudaGetLastError();
-      pinned_memory().deallocate(probe, 64, 64);
+      oa::detail::staging_memory().deallocate(probe, 64, 64);
     });
     return staging_usable_;
   }
@@ -633,7 +634,8 @@ class cuda_device final : public device, private oa::detail::staging_port {
       so.slot_bytes = opt_.staging_bytes;
       so.slots = 16;  // two in flight per thread (options::staging_bytes says why)
       so.fill_threads = so.drain_threads = copy_threads(opt_);
-      staging_ = std::make_unique<oa::detail::staging_engine>(static_cast<staging_port&>(*this), pinned_memory(), so);
+      staging_ = std::make_unique<oa::detail::staging_engine>(static_cast<staging_port&>(*this),
+                                                                  oa::detail::staging_memory(), so);
       std::lock_guard rlock(mutex_);
       staging_->record_spans(recording_, epoch_host_);
     }

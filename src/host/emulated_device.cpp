@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/pinned_backend.hpp"
 #include "core/staging.hpp"
 #include "host/link_model.hpp"
 #include "host/stream_worker.hpp"
@@ -269,7 +270,7 @@ class emulated_device final : public stream_device, private staging_port {
       so.fill_threads = so.drain_threads = opt_.staging_threads > 0 ? opt_.staging_threads : default_staging_threads();
       so.fail_fill = opt_.fail_fill;
       so.fail_drain = opt_.fail_drain;
-      staging_ = std::make_unique<staging_engine>(static_cast<staging_port&>(*this), pinned_memory(), so);
+      staging_ = std::make_unique<staging_engine>(static_cast<staging_port&>(*this), staging_memory(), so);
       staging_->record_spans(recording_, epoch());
     }
     return *staging_;
