@@ -20,6 +20,10 @@
 #                                         in-core cuBLAS (pageable and pinned), a traced 2x run for oa-sim,
 #                                         the multi-kernel set at 64Mi through 256 MiB (--no-node: not
 #                                         it, after a --phase node in the same session)
+#   bench/gpu_check.sh --phase dist       oa::dist under mpirun on the GPU (about 3 min): whether the MPI
+#                                         build is CUDA-aware, then Black-Scholes per rank on 1 and 2 ranks,
+#                                         a sort of 2^26 int64 and a product n=8192 over 2 ranks, each rank
+#                                         on the GPU (two ranks share one), every run --verify'd (dist.jsonl)
 #   bench/gpu_check.sh --summary DIR      only the summary of results folder D (no GPU needed)
 # Options of the phases: --build DIR (default build/gpu), --time-limit S (a phase stops starting steps that
 # would not end within S seconds of its start; default 540 for each phase
@@ -70,7 +74,7 @@
 # Results go to $OUT when set, else bench/results/<date>-<gpu>/, as at most
 # eight files: summary.txt (steps with status and seconds, the benchmark
 # table), gpu_check.log (the console), staging_probe.json, bench.jsonl,
-# bench_staging_register.jsonl, bench_stl.jsonl, bandwidth.jsonl,
+# bench_staging_register.jsonl, bench_stl.jsonl, bandwidth.jsonl, dist.jsonl,
 # logs-<phase>.tar.gz (raw logs: ctest, sanitizers, each step's output). A
 # failing step is recorded and the next one runs anyway.
 # Exit status: 0 every step passed; 1 a step failed or did not fit the time
@@ -283,7 +287,7 @@ PY
 }
 
 usage() {
-  echo "usage: $0 [--phase all|probe|build-test|bench|gemm|node|bars] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
+  echo "usage: $0 [--phase all|probe|build-test|bench|gemm|node|bars|dist] [--build DIR] [--time-limit SECONDS] [--workloads LIST]" \
     "[--sizes LIST] [--no-node]" >&2
   echo "       $0 --summary RESULTS_DIR" >&2
   exit 2
@@ -302,7 +306,7 @@ while (($#)); do
       exit 0
       ;;
     --phase)
-      [[ $# -ge 2 && "$2" =~ ^(all|probe|build-test|bench|gemm|node|bars)$ ]] || usage
+      [[ $# -ge 2 && "$2" =~ ^(all|probe|build-test|bench|gemm|node|bars|dist)$ ]] || usage
       phase=$2
       shift 2
       ;;
@@ -503,7 +507,7 @@ if [[ $phase != probe ]]; then
   if [[ $phase == bars ]]; then
     NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench \
       oa-bandwidth
-  elif [[ $phase == bench || $phase == gemm || $phase == node ]]; then
+  elif [[ $phase == bench || $phase == gemm || $phase == node || $phase == dist ]]; then
     NEED=120 step "build oa-bench, oa-bandwidth" build cmake --build "$build" -j "$(nproc)" --target oa-bench \
       oa-bandwidth oa_example_eigen_gemm_offload
   else
@@ -779,6 +783,34 @@ if [[ $phase == all || $phase == node || ($phase == bars && -z "$no_gpu" && -z "
     else
       skip "Black-Scholes on two GPUs against one" "one GPU here"
     fi
+  fi
+fi
+
+# --- phase dist: oa::dist under mpirun, each rank on the GPU (issue: past one machine) ---
+if [[ $phase == all || $phase == dist ]]; then
+  if [[ -n "$no_gpu" ]]; then
+    skip "oa::dist on the GPU" "no GPU"
+  elif ! command -v mpirun >/dev/null 2>&1; then
+    skip "oa::dist on the GPU" "no mpirun here"
+  elif needs "$build/bench/oa-bench" "oa-bench"; then
+    # Open MPI as root, more ranks than it counts slots for, and shared
+    # memory without cross-memory attach (refused in many containers).
+    mpi=(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+      mpirun --oversubscribe)
+    # Whether device buffers could go to MPI directly (oa stages through the host either way).
+    NEED=10 step "the MPI build's CUDA support" mpi-cuda \
+      bash -c 'mpirun --version | head -n 1; (ompi_info --parsable --all 2>/dev/null || true) | grep -i "cuda" | head -n 5'
+    for np in 1 2; do
+      NEED=40 MAX=120 step "Black-Scholes, 64Mi elements per rank, 1 GiB budget each, $np rank(s)" "dist-bs-$np" \
+        "${mpi[@]}" -np "$np" "$build/bench/oa-bench" --workload blackscholes --elements 64Mi --per-rank \
+        --device cuda --device-memory 1GiB --host-memory pinned --repeat 3 --verify --json "$dir/dist.jsonl"
+    done
+    NEED=40 MAX=120 step "sort of 2^26 int64 over 2 ranks, 128 MiB budget each" dist-sort \
+      "${mpi[@]}" -np 2 "$build/bench/oa-bench" --workload sort --type int64 --elements 64Mi --device cuda \
+      --device-memory 128MiB --repeat 2 --verify --json "$dir/dist.jsonl"
+    NEED=40 MAX=120 step "product n=8192 double over 2 ranks (SUMMA), 512 MiB budget each" dist-gemm \
+      "${mpi[@]}" -np 2 "$build/bench/oa-bench" --workload gemm --n 8192 --type double --device cuda \
+      --device-memory 512MiB --repeat 2 --verify --json "$dir/dist.jsonl"
   fi
 fi
 
