@@ -520,10 +520,10 @@ TEST_CASE("a host stage goes as soon as its inputs are made, beside the device's
   // A score, a sort whose runs go to the device and whose merge is the
   // host's, and a prefix sum: in program order the merge would come last,
   // with nothing left to run beside it. The score and the sum read a
-  // thirty-second as much: their stages end while the merge runs.
+  // 128th as much: their stages end while the merge runs (tens of ms).
   // (A sort's run takes 7 MiB of the device: a budget of 8.)
-  const std::size_t n = std::size_t{1} << 20, budget8 = std::size_t{8} << 20;  // 8 MiB: runs, then a merge
-  const std::vector<double> x = ramp(n / 32, 0.75), w = ramp(n / 32, 0.5);
+  const std::size_t n = std::size_t{1} << 22, budget8 = std::size_t{8} << 20;  // 8 MiB: runs, then a merge
+  const std::vector<double> x = ramp(n / 128, 0.75), w = ramp(n / 128, 0.5);
   std::vector<double> unsorted(n);
   for (std::size_t i = 0; i < n; ++i) unsorted[i] = static_cast<double>((i * 7919) % n);
   struct results {
@@ -607,6 +607,8 @@ TEST_CASE("a host stage goes as soon as its inputs are made, beside the device's
   // waited for it, on a GPU: bench/results/2026-11-27-h100).
   double merge_ends = 0;
   for (const auto& m : merge) merge_ends = std::max(merge_ends, m.second);
+  INFO("the merge on the host from " << merge_begins << " to " << merge_ends << " us; the sum's passes from "
+                                      << scan_begin << ", the device's other work until " << others_end);
   CHECK(scan_begin < merge_ends);
 }
 
