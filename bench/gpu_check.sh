@@ -47,10 +47,12 @@
 #               ours, and took over 7 min) about 2-3 min.
 #   gemm        about 2.5 min: three runs of 50 s (reference on every core,
 #               five modes best of 2).
-#   node        (not yet timed on a node) dag-image, dag-ensemble and
+#   node        166 s on an H100 node (bench/results/2026-11-27-h100; the
+#               two traces of dag-image and dag-union added since, ~15 s):
+#               dag-image, dag-ensemble and
 #               dag-union at 16Mi elements in a 4 GiB budget (in core) and
 #               64Mi through 256 MiB (the link bounds), modes serial and oa,
-#               best of 3 (dag.jsonl); dag-ensemble traced, read by
+#               best of 3 (dag.jsonl); each at 64Mi traced, dag-ensemble's read by
 #               bench/trace_overlap.py (the sort's merge on the host beside
 #               the GPU's stages); bench/cost_sweep.sh on the GPU
 #               (cost-sweep.jsonl, cost-sweep.log); with two GPUs or more,
@@ -766,6 +768,13 @@ if [[ $phase == all || $phase == node || ($phase == bars && -z "$no_gpu" && -z "
       NEED=10 step "a host stage beside a GPU stage in the trace" trace-overlap \
         python3 bench/trace_overlap.py "$raw/trace-dag-ensemble.json"
     fi
+    # Where the host's time goes in the other two (no host stage: the
+    # results' first touch, the staging copies), for the next change.
+    for w in dag-image dag-union; do
+      NEED=30 MAX=60 step "$w traced (64Mi elements, budget 256MiB, oa)" "$w-traced" \
+        env OA_TRACE="$raw/trace-$w.json" "$build/bench/oa-bench" --workload "$w" --elements 64Mi \
+        --device cuda --device-memory 256MiB --repeat 1 --mode oa
+    done
     if [[ $phase != bars ]]; then
       NEED=60 MAX=180 step "placement by cost against host and GPU, 2^10 to 2^24 elements" cost-sweep \
         bash bench/cost_sweep.sh "$dir" "$build/bench/oa-bench" cuda
