@@ -11,6 +11,7 @@
 #include "core/host_taker.hpp"
 #include "core/progress.hpp"
 #include "core/recovery.hpp"
+#include "core/results_ahead.hpp"
 #include "core/stage_plan.hpp"
 #include "core/undo_log.hpp"
 #include "oa/core/error.hpp"
@@ -298,6 +299,11 @@ attempt run_once(const stage& s, const std::vector<call_node>& nodes,
   std::size_t made_bytes = 0;
   for (const auto& v : L.values)
     if (v.cls == value_class::output && !v.v->object) {
+      if (auto m = opt.ahead ? opt.ahead->take(v.v) : std::nullopt) {
+        v.v->owned = std::move(m->owned);
+        v.v->object = m->object;
+        continue;
+      }
       v.v->owned = v.v->ops->make(v.v->shape, v.v->state.get(), v.v->object);
       made_bytes += v.v->shape.bytes();
     }

@@ -12,6 +12,8 @@
 
 namespace oa::detail {
 
+class results_ahead;
+
 /// A device lost in a stage it shared with others: why (empty: it was not),
 /// and how many of its chunks (or tiles) ran on the host.
 struct lost_device {
@@ -34,6 +36,7 @@ struct run_options {
   bool spread_even = false;       // several devices: chunk i to device i mod n (OA_SPREAD=even)
   bool host_share = false;        // the host takes chunks of a spread stage too (OA_DEVICES lists it)
   std::vector<lost_device>* lost = nullptr;  // several devices: per device, whether it was lost in the stage
+  results_ahead* ahead = nullptr;  // results' host storage made ahead of the stage (core/results_ahead.hpp)
 };
 
 /// Runs a stage on `dev`; chunks that fail with a device fault are re-run on

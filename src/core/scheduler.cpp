@@ -239,7 +239,30 @@ run_options scheduler::options_for(std::size_t i) {
   opt.progress = progress_wanted(c_);
   opt.stage_name = "stage " + std::to_string(i + 1) + "/" + std::to_string(stages_.size());
   opt.trace = c_.trace.empty() ? nullptr : &trace_;
+  opt.ahead = ahead_.get();
   return opt;
+}
+
+/// Running stages together (not one at a time, the baseline): the large
+/// results of every stage after the first, as the host will hold them, made
+/// on a thread of their own in the order the stages run, so that their first
+/// touch overlaps the stages before (`results_ahead`). All of them exist by
+/// the evaluation's end anyway: made sooner, the host's peak is the same.
+void scheduler::make_results_ahead() {
+  constexpr std::size_t worth_ahead = std::size_t{4} << 20;  // smaller ones are made in no time
+  if (c_.serial_stages || c_.sequential || order_.size() < 2) return;
+  std::vector<const value_state*> values;
+  for (std::size_t k = 1; k < order_.size(); ++k) {
+    const stage& s = stages_[order_[k]];
+    if (s.contraction) continue;  // its tiles write the result as they go
+    for (int c : s.calls)
+      nodes_[static_cast<std::size_t>(c)].for_each_output([&](const value_ptr& v) {
+        if (!v->object && v->ops && v->ops->make && needed_.count(v.get()) && v->shape.bytes() >= worth_ahead &&
+            std::find(values.begin(), values.end(), v.get()) == values.end())
+          values.push_back(v.get());
+      });
+  }
+  if (!values.empty()) ahead_ = std::make_unique<results_ahead>(std::move(values));
 }
 
 /// Several devices: an element-wise stage's chunks, or a product's blocks of
@@ -437,6 +460,7 @@ bool scheduler::beside_worth_it(std::size_t i) const {
 
 void scheduler::run() {
   order_stages();
+  make_results_ahead();
   for (std::size_t i : order_) {
     if (done_[i]) continue;  // ran together with an earlier stage
     // A stage that must follow the one beside the device waits for it.

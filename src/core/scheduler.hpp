@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "core/host_lane.hpp"
 #include "core/placer.hpp"
 #include "core/planner.hpp"
+#include "core/results_ahead.hpp"
 #include "core/runtime_state.hpp"
 
 namespace oa::detail {
@@ -106,6 +108,7 @@ class scheduler {
   std::pair<placement, std::vector<runtime_state::device_entry*>> capable(std::size_t i);
   void log_ready();
   void collect_beside();
+  void make_results_ahead();
 
   runtime_state& st_;
   const config& c_;
@@ -125,6 +128,7 @@ class scheduler {
   budget_too_small too_small_;
   std::vector<std::optional<stage_report>> reports_;
   std::size_t logged_ = 0;
+  std::unique_ptr<results_ahead> ahead_;  // outlives the lane's stage, which takes from it
   host_lane lane_;  // last: its stage is waited for before the rest goes
 };
 
