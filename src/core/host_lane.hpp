@@ -1,8 +1,8 @@
 #pragma once
 // A stage placed on the host, run on a thread of its own while the
 // evaluating thread goes on with later stages that need not follow it on
-// the device and the host (the CPU and the GPU side by side), on a host
-// device of its own. One such stage at a time.
+// the device and small ones on the host (the CPU and the GPU side by side),
+// on a host device of its own. One such stage at a time.
 
 #include <cstddef>
 #include <future>

@@ -49,9 +49,10 @@ void fault_in(void* p, std::size_t bytes) noexcept {
         stop.store(true, std::memory_order_relaxed);
       }
   };
-  // The cores are the engine's own at this point (results are made before
-  // the stage's work starts); faulting scales with them up to the memory's
-  // rate, which a handful of threads reaches.
+  // Results are made before their stage's work starts, or ahead of it while
+  // the stage before runs (core/results_ahead.hpp), its threads then sharing
+  // the cores; faulting scales with them up to the memory's rate, which a
+  // handful of threads reaches.
   const std::size_t pieces = (end - first + piece - 1) / piece;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t helpers = std::min<std::size_t>({pieces, cores, 8}) - 1;

@@ -7,25 +7,36 @@
 
 namespace oa::detail {
 
-results_ahead::results_ahead(std::vector<const value_state*> values) : order_(std::move(values)) {
-  for (const value_state* v : order_) state_.emplace(v, state::queued);
-  if (!order_.empty()) thread_ = std::thread([this] { run(); });
-}
+results_ahead::results_ahead() : thread_([this] { run(); }) {}
 
 results_ahead::~results_ahead() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
   }
-  if (thread_.joinable()) thread_.join();
+  changed_.notify_all();
+  thread_.join();
+}
+
+void results_ahead::queue(const std::vector<const value_state*>& values) {
+  {
+    std::lock_guard lock(mutex_);
+    for (const value_state* v : values)
+      if (state_.emplace(v, state::queued).second) queue_.push_back(v);
+  }
+  changed_.notify_all();
 }
 
 void results_ahead::run() {
   const engine_thread_scope engine_work;  // a split type's make runs as the engine's work
-  for (const value_state* v : order_) {
+  for (;;) {
+    const value_state* v = nullptr;
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
       if (stopping_) return;
+      v = queue_.front();
+      queue_.pop_front();
       state& s = state_.at(v);
       if (s != state::queued) continue;  // its stage came first and made it
       s = state::making;

@@ -5,11 +5,14 @@
 // MiB on an H100 node) is host work its stage would do before its first
 // copy; made ahead, it overlaps the stages before. The stage takes what was
 // made, waits for a result being made, or makes one not begun itself.
-// Values are made in the order given; none is touched by this thread but
-// for reading its shape: the storage is handed over by take().
+// The scheduler queues the next stage's results as each stage starts: the
+// host holds them a stage sooner than it would, never more. None is
+// touched by this thread but for reading its shape: the storage is handed
+// over by take().
 
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,14 +31,16 @@ class results_ahead {
     void* object = nullptr;
   };
 
-  /// Starts making the storage of `values`, in order (each with no object
-  /// and a make of its own).
-  explicit results_ahead(std::vector<const value_state*> values);
+  /// Starts the thread (std::system_error when it cannot).
+  results_ahead();
   /// Stops after the result being made; storage not taken is freed.
   ~results_ahead();
   results_ahead(const results_ahead&) = delete;
   results_ahead& operator=(const results_ahead&) = delete;
 
+  /// Makes the storage of `values` (each with no object and a make of its
+  /// own), in order, after those queued before.
+  void queue(const std::vector<const value_state*>& values);
   /// The storage made for v (waiting while it is being made), or none: the
   /// caller makes it, and this thread no longer will. A result whose making
   /// failed is none too (the caller meets the error itself).
@@ -45,9 +50,9 @@ class results_ahead {
   enum class state { queued, making, made, taken };
   void run();
 
-  std::vector<const value_state*> order_;
   std::mutex mutex_;
   std::condition_variable changed_;
+  std::deque<const value_state*> queue_;
   std::unordered_map<const value_state*, state> state_;
   std::unordered_map<const value_state*, made> made_;
   bool stopping_ = false;

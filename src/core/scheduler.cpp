@@ -228,7 +228,8 @@ void scheduler::collect_beside() {
   if (!lane_.busy()) return;
   host_lane::result r = lane_.wait();
   st_.log.add_trace(r.trace);
-  finish(r.stage, std::move(r.rep), r.cost, host_locked(st_));
+  finish(r.stage, std::move(r.rep), r.cost, host_locked(st_), !lane_shared_);
+  lane_shared_ = false;
 }
 
 run_options scheduler::options_for(std::size_t i) {
@@ -239,30 +240,44 @@ run_options scheduler::options_for(std::size_t i) {
   opt.progress = progress_wanted(c_);
   opt.stage_name = "stage " + std::to_string(i + 1) + "/" + std::to_string(stages_.size());
   opt.trace = c_.trace.empty() ? nullptr : &trace_;
-  opt.ahead = ahead_.get();
   return opt;
 }
 
-/// Running stages together (not one at a time, the baseline): the large
-/// results of every stage after the first, as the host will hold them, made
-/// on a thread of their own in the order the stages run, so that their first
-/// touch overlaps the stages before (`results_ahead`). All of them exist by
-/// the evaluation's end anyway: made sooner, the host's peak is the same.
-void scheduler::make_results_ahead() {
-  constexpr std::size_t worth_ahead = std::size_t{4} << 20;  // smaller ones are made in no time
-  if (c_.serial_stages || c_.sequential || order_.size() < 2) return;
-  std::vector<const value_state*> values;
-  for (std::size_t k = 1; k < order_.size(); ++k) {
-    const stage& s = stages_[order_[k]];
-    if (s.contraction) continue;  // its tiles write the result as they go
-    for (int c : s.calls)
-      nodes_[static_cast<std::size_t>(c)].for_each_output([&](const value_ptr& v) {
-        if (!v->object && v->ops && v->ops->make && needed_.count(v.get()) && v->shape.bytes() >= worth_ahead &&
-            std::find(values.begin(), values.end(), v.get()) == values.end())
-          values.push_back(v.get());
-      });
+namespace {
+constexpr std::size_t worth_ahead = std::size_t{4} << 20;  // smaller results are made in no time
+constexpr double worth_beside = 1 << 20;  // a host stage with less data runs where it is
+}  // namespace
+
+/// The results of stage i its stage would make, `worth_ahead` bytes or more
+/// each (none for a product: its tiles write the result as they go).
+std::vector<const value_state*> scheduler::large_results(std::size_t i) const {
+  std::vector<const value_state*> out;
+  const stage& s = stages_[i];
+  if (s.contraction) return out;
+  for (int c : s.calls)
+    nodes_[static_cast<std::size_t>(c)].for_each_output([&](const value_ptr& v) {
+      if (!v->object && v->ops && v->ops->make && needed_.count(v.get()) && v->shape.bytes() >= worth_ahead &&
+          std::find(out.begin(), out.end(), v.get()) == out.end())
+        out.push_back(v.get());
+    });
+  return out;
+}
+
+/// Running stages together (not one at a time, the baseline), the large
+/// results of the stage after each are made on a thread of their own while
+/// it runs (`results_ahead`), so that their first touch overlaps it: the
+/// host holds them one stage sooner. Without the thread, each stage makes
+/// its own.
+void scheduler::queue_results_ahead(std::size_t position) {
+  if (c_.serial_stages || c_.sequential || position + 1 >= order_.size()) return;
+  const std::vector<const value_state*> next = large_results(order_[position + 1]);
+  if (next.empty()) return;
+  try {
+    if (!ahead_) ahead_ = std::make_unique<results_ahead>();
+    ahead_->queue(next);
+  } catch (...) {
+    // (No thread to be had: the stages make their own.)
   }
-  if (!values.empty()) ahead_ = std::make_unique<results_ahead>(std::move(values));
 }
 
 /// Several devices: an element-wise stage's chunks, or a product's blocks of
@@ -378,11 +393,15 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
       return run_together(group, opt, target);
   prepare_residency(*target.resident, i, &where == &dev, opt, first_pending());
   // (Not while the host takes shares of device stages: its streams are theirs too.)
-  // (While one runs beside, the evaluating thread runs the next host stages
-  // itself, on the host device: it does not wait for the lane.)
-  const bool beside = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host && !lane_.busy() &&
-                      beside_worth_it(i);
-  if (beside) return start_beside(i, opt, cost, predicted);
+  // While another runs beside on the lane's host device, a small host stage
+  // (a reduction's initial value) runs here, on the host device: it does
+  // not wait for that one.
+  const bool host_here = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host;
+  const bool small = host_here && lane_.busy() && cost_of(s, nodes_, needed_, nullptr).bytes < worth_beside;
+  if (host_here && !small && beside_worth_it(i)) return start_beside(i, opt, cost, predicted);
+  // (Timed beside the lane's stage, it teaches the models nothing, nor does that one.)
+  const bool beside_lane = &where == &host && lane_.busy();
+  lane_shared_ = lane_shared_ || beside_lane;
   const std::size_t evicted_before = target.resident->evicted_bytes();
   stage_report rep = s.contraction ? run_contraction(s, nodes_, where, host, opt)
                                    : run_stage(s, nodes_, needed_, where, host, opt);
@@ -395,7 +414,7 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
     const stage_cost measured = cost_of(s, nodes_, needed_, nullptr);
     st_.kernel_times.record(measured.op, where.name(), measured.bytes, rep.compute_seconds);
   }
-  finish(i, std::move(rep), cost, where);
+  finish(i, std::move(rep), cost, where, !beside_lane);
 }
 
 /// Whether stage i goes to the host while a device is at hand (by
@@ -403,7 +422,6 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
 /// enough to be worth running beside the device: a megabyte of data or more
 /// (a reduction's initial value, a small stage, ends before it would matter).
 bool scheduler::bound_for_host(std::size_t i) {
-  constexpr double worth_beside = 1 << 20;
   try {
     if (cost_of(stages_[i], nodes_, needed_, nullptr).bytes < worth_beside) return false;
     auto [place, on] = capable(i);
@@ -460,13 +478,15 @@ bool scheduler::beside_worth_it(std::size_t i) const {
 
 void scheduler::run() {
   order_stages();
-  make_results_ahead();
-  for (std::size_t i : order_) {
+  for (std::size_t p = 0; p < order_.size(); ++p) {
+    const std::size_t i = order_[p];
     if (done_[i]) continue;  // ran together with an earlier stage
     // A stage that must follow the one beside the device waits for it.
     if (lane_.busy() && std::find(deps_[i].begin(), deps_[i].end(), lane_.stage()) != deps_[i].end())
       collect_beside();
+    queue_results_ahead(p);
     run_options opt = options_for(i);
+    opt.ahead = ahead_.get();
     try {
       run_one(i, opt);
     } catch (...) {

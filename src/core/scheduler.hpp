@@ -108,7 +108,8 @@ class scheduler {
   std::pair<placement, std::vector<runtime_state::device_entry*>> capable(std::size_t i);
   void log_ready();
   void collect_beside();
-  void make_results_ahead();
+  void queue_results_ahead(std::size_t position);
+  std::vector<const value_state*> large_results(std::size_t i) const;
 
   runtime_state& st_;
   const config& c_;
@@ -129,6 +130,7 @@ class scheduler {
   std::vector<std::optional<stage_report>> reports_;
   std::size_t logged_ = 0;
   std::unique_ptr<results_ahead> ahead_;  // outlives the lane's stage, which takes from it
+  bool lane_shared_ = false;  // a host stage ran beside the lane's on the evaluating thread
   host_lane lane_;  // last: its stage is waited for before the rest goes
 };
 
