@@ -269,8 +269,11 @@ std::vector<const value_state*> scheduler::large_results(std::size_t i) const {
 /// host holds them one stage sooner. Without the thread, each stage makes
 /// its own.
 void scheduler::queue_results_ahead(std::size_t position) {
-  if (c_.serial_stages || c_.sequential || position + 1 >= order_.size()) return;
-  const std::vector<const value_state*> next = large_results(order_[position + 1]);
+  if (c_.serial_stages || c_.sequential) return;
+  std::size_t after = position + 1;  // the next stage not run yet (some ran together with an earlier one)
+  while (after < order_.size() && done_[order_[after]]) ++after;
+  if (after >= order_.size()) return;
+  const std::vector<const value_state*> next = large_results(order_[after]);
   if (next.empty()) return;
   try {
     if (!ahead_) ahead_ = std::make_unique<results_ahead>();
@@ -399,6 +402,7 @@ void scheduler::run_one(std::size_t i, run_options& opt) {
   const bool host_here = !c_.serial_stages && !st_.host_shares && &where == &host && &dev != &host;
   const bool small = host_here && lane_.busy() && cost_of(s, nodes_, needed_, nullptr).bytes < worth_beside;
   if (host_here && !small && beside_worth_it(i)) return start_beside(i, opt, cost, predicted);
+  if (&where == &host && !small) collect_beside();  // a larger one waits for the lane's (the cores are its)
   // (Timed beside the lane's stage, it teaches the models nothing, nor does that one.)
   const bool beside_lane = &where == &host && lane_.busy();
   lane_shared_ = lane_shared_ || beside_lane;
