@@ -16,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -326,6 +327,49 @@ TEST_CASE("stages that would leave a copy on the device for later run alone: no 
       CAPTURE(i);
       CHECK(dag[e][i].h2d == one[e][i].h2d);
       CHECK(dag[e][i].d2h == one[e][i].d2h);
+    }
+  }
+}
+
+TEST_CASE("a copy that a streaming stage evicts before its reader each evaluation stops keeping its stage alone") {
+  // A stage reading a value that fits half the budget keeps a copy of it for
+  // the next evaluation; alone, as long as such a copy may be read there.
+  // When the stage before it streams more than the budget, the copy is
+  // evicted unread: from then on the stage runs beside that one. A copy
+  // that is read keeps its stage alone, reading it in place.
+  // (A budget of 4 MiB: in a share of a smaller one, the chunks' latency
+  // would take what running together gains.)
+  const std::vector<double> small = ramp((std::size_t{1} << 18) - 1024, 0.25);  // 2 MiB less 8 KiB: fits half
+  const std::vector<double> large = ramp(std::size_t{5} << 17, 0.5);  // 5 MiB in, 10 MiB out: streams through it
+  double ref = 0;
+  for (double e : small) ref += e * e;
+  for (const bool streaming : {true, false}) {
+    CAPTURE(streaming);
+    oa::config c = device(false);
+    c.device_memory = std::size_t{4} << 20;
+    config_scope cs(c);
+    std::vector<bool> joined;
+    std::vector<std::size_t> small_h2d;
+    for (int e = 0; e < 4; ++e) {
+      oa::clear_reports();
+      std::optional<std::pair<oa::lazy<std::vector<double>>, oa::lazy<std::vector<double>>>> pair;
+      if (streaming) pair.emplace(two_of(large));  // first in program order: it evicts what is kept
+      oa::lazy<double> sum = oa::stl::transform_reduce(small, small, 0.0);
+      oa::evaluate();
+      CHECK(sum.get() == doctest::Approx(ref).epsilon(1e-14));
+      if (pair) CHECK(pair->second.get().at(77) == large[77] * 2);
+      const auto reps = large_stages();
+      REQUIRE(reps.size() == (streaming ? 2u : 1u));
+      joined.push_back(together(reps.back()));
+      small_h2d.push_back(reps.back().h2d_bytes);
+    }
+    if (streaming) {
+      // Evaluation 1 finds the first's copy evicted; from the third on, the two run together.
+      CHECK(joined == std::vector<bool>{false, false, true, true});
+    } else {
+      CHECK(joined == std::vector<bool>{false, false, false, false});
+      CHECK(small_h2d[0] >= small.size() * sizeof(double));
+      for (int e = 1; e < 4; ++e) CHECK(small_h2d[static_cast<std::size_t>(e)] < small.size() * sizeof(double));
     }
   }
 }

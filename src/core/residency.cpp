@@ -30,10 +30,29 @@ std::size_t residency::pinned_bytes() const noexcept {
   return b;
 }
 
+namespace {
+bool overlaps(const region& a, const region& b) noexcept {
+  const std::byte *a0 = a.data, *a1 = a.data + residency::span(a), *b0 = b.data, *b1 = b.data + residency::span(b);
+  return a0 < b1 && b0 < a1;
+}
+bool same(const region& a, const region& b) noexcept {
+  return a.data == b.data && a.width == b.width && a.rows == b.rows && (a.rows <= 1 || a.pitch == b.pitch);
+}
+}  // namespace
+
 bool residency::evict(std::size_t bytes) noexcept {
   std::size_t freed = 0;
   // Kept copies first, oldest first: no one reads them now.
   while (freed < bytes && !kept_.empty()) {
+    // Remembered, so that the scheduler stops counting on such a copy.
+    constexpr std::size_t remembered = 64;
+    try {
+      std::erase_if(unread_, [&](const region& r) { return same(r, kept_.front().host); });
+      if (unread_.size() == remembered) unread_.erase(unread_.begin());
+      unread_.push_back(kept_.front().host);
+    } catch (...) {
+      // Not remembered: the copy is evicted all the same.
+    }
     freed += kept_.front().copy.size();
     evicted_ += kept_.front().copy.size();
     kept_.erase(kept_.begin());
@@ -128,16 +147,6 @@ void residency::clear() noexcept {
   kept_.clear();
 }
 
-namespace {
-bool overlaps(const region& a, const region& b) noexcept {
-  const std::byte *a0 = a.data, *a1 = a.data + residency::span(a), *b0 = b.data, *b1 = b.data + residency::span(b);
-  return a0 < b1 && b0 < a1;
-}
-bool same(const region& a, const region& b) noexcept {
-  return a.data == b.data && a.width == b.width && a.rows == b.rows && (a.rows <= 1 || a.pitch == b.pitch);
-}
-}  // namespace
-
 void residency::forget(const region& host) noexcept {
   std::erase_if(kept_, [&](const kept& k) { return overlaps(k.host, host); });
 }
@@ -170,6 +179,7 @@ residency::entry* residency::adopt(const value_ptr& v) {
     }
     device_buffer copy = std::move(it->copy);
     kept_.erase(it);
+    std::erase_if(unread_, [&](const region& r) { return same(r, host); });  // a copy kept and read: it pays
     entry& e = add(v, std::move(copy), host, false);
     e.host_valid = true;
     e.print = now;  // just taken: not again
@@ -184,6 +194,12 @@ bool residency::holds_kept(const value_state& v) const noexcept {
   for (const kept& k : kept_)
     if (same(k.host, host)) return true;
   return false;
+}
+
+bool residency::keeping_pays(const value_state& v) const noexcept {
+  if (unread_.empty() || !v.object) return true;
+  const region host = whole_region(v);
+  return std::none_of(unread_.begin(), unread_.end(), [&](const region& r) { return same(r, host); });
 }
 
 std::size_t residency::kept_bytes() const noexcept {

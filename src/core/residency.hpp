@@ -110,6 +110,11 @@ class residency {
   /// A copy of v's host storage is kept from an earlier evaluation (whether
   /// the storage still holds its bytes is for adopt to tell).
   bool holds_kept(const value_state& v) const noexcept;
+  /// Whether keeping a copy of v's host storage between evaluations has
+  /// paid: false once such a copy was evicted before any stage read it (a
+  /// stage that streams more than the budget before its reader, in each
+  /// evaluation), true again once one is read.
+  bool keeping_pays(const value_state& v) const noexcept;
 
   /// Whole host storage of a value (its first unit to its last).
   static region whole_region(const value_state& v);
@@ -129,6 +134,7 @@ class residency {
     fingerprint print;
   };
   std::vector<kept> kept_;  // oldest first
+  std::vector<region> unread_;  // host storage whose kept copy was evicted unread, latest last
   /// Drops the kept copies overlapping `host` (its bytes are changing hands).
   void forget(const region& host) noexcept;
   /// Keeps e's copy when its host storage holds the same bytes.

@@ -90,7 +90,7 @@ class scheduler {
   int slots_in_share(std::size_t j, device& share);
   bool reads_copies(std::size_t j, runtime_state::device_entry& target) const;
   double predicted_together(const std::vector<std::size_t>& group, std::size_t free, device& dev);
-  bool leaves_copy(std::size_t j, device& dev) const;
+  bool leaves_copy(std::size_t j, runtime_state::device_entry& target) const;
   std::vector<group_member> members_of(const std::vector<std::size_t>& group, run_options& first,
                                         runtime_state::device_entry& target);
   void run_together(const std::vector<std::size_t>& group, run_options& first, runtime_state::device_entry& target);

@@ -45,34 +45,47 @@ double predicted_seconds(const std::vector<member_cost>& ms, double share, int s
 }
 
 /// A stage reads a copy resident on the device, or kept there from an
-/// earlier evaluation: it runs alone, in place, rather than copy the value
-/// in again beside others.
+/// earlier evaluation (one of a kind that has been read before being
+/// evicted): it runs alone, in place, rather than copy the value in again
+/// beside others.
 bool scheduler::reads_copies(std::size_t j, runtime_state::device_entry& target) const {
+  residency& res = *target.resident;
   for (int c : stages_[j].calls)
     for (const auto& a : nodes_[static_cast<std::size_t>(c)].args)
-      if (a.role != arg_role::out && (target.resident->find(a.value.get()) || target.resident->holds_kept(*a.value)))
+      if (a.role != arg_role::out &&
+          (res.find(a.value.get()) || (res.holds_kept(*a.value) && res.keeping_pays(*a.value))))
         return true;
   return false;
 }
 
 /// A stage that, alone, would leave a copy on the device for a later stage
 /// or evaluation to read in place: an element-wise stage keeps whole copies
-/// of the values that fit in half the budget (with OA_KEEP_COPIES), a
-/// product keeps its result for a later stage that reads it. Beside others
-/// it would leave none, and the value would cross the link again.
-bool scheduler::leaves_copy(std::size_t j, device& dev) const {
+/// of its values while they fit in half the budget (with OA_KEEP_COPIES;
+/// the first to fit take the room, as the planner gives it), a product
+/// keeps its result for a later stage that reads it. Beside others it would
+/// leave none, and the value would cross the link again. A copy only for a
+/// later evaluation counts while such copies have been read there: one
+/// that the stages before its reader evict each time (a stage streaming
+/// more than the budget) is not worth a stage run alone.
+bool scheduler::leaves_copy(std::size_t j, runtime_state::device_entry& target) const {
   const stage& s = stages_[j];
   const auto partitioned = [](const value_state* v) {
     return v && v->ops && v->ops->kind == split::split_kind::partitioned && v->shape.units > 0;
   };
+  std::size_t room = target.dev->memory_budget() / 2;
+  std::vector<const value_state*> seen;
   for (int c : s.calls)
     for (const auto& a : nodes_[static_cast<std::size_t>(c)].args) {
+      const value_state* v = a.value.get();
       if (s.contraction) {
-        if (a.role == arg_role::out && reads_later(a.value.get(), j + 1)) return true;
+        if (a.role == arg_role::out && reads_later(v, j + 1)) return true;
         continue;
       }
-      if (c_.keep_copies && partitioned(a.value.get()) && a.value->shape.bytes() <= dev.memory_budget() / 2)
-        return true;
+      if (!c_.keep_copies || !partitioned(v) || std::find(seen.begin(), seen.end(), v) != seen.end()) continue;
+      seen.push_back(v);
+      if (v->shape.bytes() > room) continue;
+      room -= v->shape.bytes();
+      if (reads_later(v, j + 1) || target.resident->keeping_pays(*v)) return true;
     }
   return false;
 }
@@ -142,7 +155,7 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
   // Baselines run one stage at a time.
   device& dev = *target.dev;
   if (c_.serial_stages || c_.sequential || st_.host_shares || reads_copies(i, target) ||
-      leaves_copy(i, dev))
+      leaves_copy(i, target))
     return {};
   const device_rates r = dev.rates();
   if (!(r.h2d > 0) || !(r.d2h > 0)) return {};
@@ -172,7 +185,7 @@ std::vector<std::size_t> scheduler::companions(std::size_t i, runtime_state::dev
         place = placed_by_cost(j, std::move(place), on, cost, predicted);
       }
       if (on.size() != 1 || on.front() != &target || place.where != target.dev.get() || !(predicted > 0) ||
-          reads_copies(j, target) || leaves_copy(j, dev))
+          reads_copies(j, target) || leaves_copy(j, target))
         continue;
       t = predicted_together(with, free, dev);
       j_alone = predicted_together({j}, free, dev);
