@@ -206,6 +206,11 @@ int copy_threads(const options& opt) {
 }
 
 class cuda_device final : public device, private oa::detail::staging_port {
+  // Allocations are counted (and made) in blocks of this size, the
+  // alignment cudaMalloc gives: the budget holds what the device does, and
+  // plans see the blocks, as on the emulated device.
+  static constexpr std::size_t granularity = 256;
+
  public:
   explicit cuda_device(const options& opt)
       : opt_(opt),
@@ -283,6 +288,7 @@ class cuda_device final : public device, private oa::detail::staging_port {
 
   // ---- memory ---------------------------------------------------------------
   std::size_t memory_budget() const noexcept override { return budget_; }
+  std::size_t allocation_granularity() const noexcept override { return granularity; }
   std::size_t bytes_in_use() const noexcept override {
     std::lock_guard lock(mutex_);
     return in_use_;
@@ -323,13 +329,15 @@ class cuda_device final : public device, private oa::detail::staging_port {
   // On stream s the memory is ordered before the stream's later work, with
   // no wait; memory for no stream in particular is allocated on the
   // allocation stream and waited for, so that every stream may use it.
-  void* allocate_once(std::size_t bytes, stream_id s) {
+  void* allocate_once(std::size_t requested, stream_id s) {
     OA_CUDA_TRY(cudaSetDevice(opt_.ordinal));
+    if (requested > budget_) throw device_out_of_memory(name(), requested, bytes_in_use(), budget_);
+    const std::size_t bytes = (std::max<std::size_t>(requested, 1) + granularity - 1) / granularity * granularity;
     const cudaStream_t on = s >= 0 ? native(s, "allocate_on") : alloc_stream_;
     std::lock_guard lock(mutex_);
     if (in_use_ + bytes > budget_) throw device_out_of_memory(name(), bytes, in_use_, budget_);
     void* p = nullptr;
-    const cudaError_t e = cudaMallocFromPoolAsync(&p, std::max<std::size_t>(bytes, 1), mem_pool_, on);
+    const cudaError_t e = cudaMallocFromPoolAsync(&p, bytes, mem_pool_, on);
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       throw device_out_of_memory(name(), bytes, in_use_, budget_);
