@@ -80,9 +80,10 @@ def main():
         if stage is None:
             continue
         span = (e["ts"] / 1e6, (e["ts"] + e["dur"]) / 1e6, stage)
-        if name == "host" and where.startswith("stream"):
+        on_host = name.startswith("host")  # "host", or "host, beside the devices"
+        if on_host and where.startswith("stream"):
             host.append(span)
-        elif name != "host" and (args.device is None or name == args.device):
+        elif not on_host and (args.device is None or name == args.device):
             if where.startswith("stream") or "copy engine" in where:
                 device.append(span)
     if not host or not device:

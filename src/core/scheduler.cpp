@@ -246,6 +246,7 @@ run_options scheduler::options_for(std::size_t i) {
 namespace {
 constexpr std::size_t worth_ahead = std::size_t{4} << 20;  // smaller results are made in no time
 constexpr double worth_beside = 1 << 20;  // a host stage with less data runs where it is
+constexpr const char* beside_track = ", beside the devices";  // the lane's host device in traces
 }  // namespace
 
 /// The results of stage i its stage would make, `worth_ahead` bytes or more
@@ -312,12 +313,17 @@ void scheduler::start_beside(std::size_t i, const run_options& opt, const stage_
   lane_.start(i, cost, predicted, [this, &s = stages_[i], &host, opt](std::vector<trace_event>& own_trace) {
     run_options mine = opt;
     mine.trace = c_.trace.empty() ? nullptr : &own_trace;
+    stage_report rep;
     try {
-      return s.contraction ? run_contraction(s, nodes_, host, host, mine)
-                           : run_stage(s, nodes_, needed_, host, host, mine);
+      rep = s.contraction ? run_contraction(s, nodes_, host, host, mine)
+                          : run_stage(s, nodes_, needed_, host, host, mine);
     } catch (...) {
-      return failed_report(s, mine);
+      rep = failed_report(s, mine);
     }
+    // Its tracks apart from those of the host stages run meanwhile.
+    for (trace_event& e : own_trace)
+      if (e.device == host.name()) e.device += beside_track;
+    return rep;
   });
 }
 
