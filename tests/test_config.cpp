@@ -982,3 +982,25 @@ TEST_CASE("read_environment: a setting a program's option replaces is never read
   CHECK(contains(config_error_of([] { oa::config::read_environment(nullptr, {"device"}); }), "key 'streams'"));
   CHECK(contains(config_error_of([] { oa::config::read_environment(nullptr, {"streams"}); }), "key 'device'"));
 }
+
+TEST_CASE("the report, the trace and the cost models are three files: one path for two is refused, naming both") {
+  scoped_environment env;
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  const std::string file = dir + "/oa_test_config_same_file.json";
+  oa::config c = oa::config::from_environment();
+  c.report = file;
+  c.trace = file;
+  CHECK(config_error_of([&] { oa::set_config(c); }) ==
+        "oa: set_config: report: '" + file + "' is also set_config: trace's file: each writes a file of its own "
+        "(one would replace the other)");
+  // Spelled differently, the same file.
+  c.trace.clear();
+  c.perf_models = dir + "/./oa_test_config_same_file.json";
+  env.set("OA_REPORT", file);
+  env.set("OA_PERF_MODELS", c.perf_models);
+  CHECK(contains(config_error_of([] { oa::config::from_environment(); }),
+                 "oa: OA_REPORT: '" + file + "' is also OA_PERF_MODELS's file"));
+  c.perf_models = dir + "/oa_test_config_other_file.json";
+  CHECK_NOTHROW(oa::validate(c, oa::config_origin("set_config")));
+  CHECK(!std::filesystem::exists(file));  // checked, never written
+}

@@ -144,6 +144,30 @@ TEST_CASE("an exception thrown inside a call comes back at get(), with its type"
   }
 }
 
+TEST_CASE("a later stage's calls cancelled by an earlier error: its report names them, not an empty error") {
+  for (const auto& cfg : {oa_test::host_config(), oa_test::emulated_config(1 << 20)}) {
+    CAPTURE(cfg.device);
+    config_scope cs(cfg);
+    std::vector<double> a = oa_test::random_vector(40000, 0, 1, 6), y(40000, 2.0);
+    a[123] = -1;  // checked_sqrt throws on it
+    auto r = vecmath::oa::checked_sqrt(a);
+    oa::lazy<double> d = vecmath::oa::dot(r, a);
+    vecmath::oa::scale(y, d);  // reads the whole of d: a stage after, cancelled
+    CHECK_THROWS_AS(oa::evaluate(), std::domain_error);
+    CHECK(contains(message_of([&] { d.get(); }), "negative input"));
+    CHECK(y[5] == 2.0);
+    bool named = false;
+    for (const auto& rep : oa::reports()) {
+      if (rep.calls != std::vector<std::string>{"vecmath::scale"}) continue;
+      CHECK(contains(rep.error, "vecmath::scale: not run: what they read failed: "));
+      CHECK(contains(rep.error, "negative input"));
+      named = true;
+    }
+    CHECK(named);
+    oa::clear_reports();
+  }
+}
+
 TEST_CASE("an injected device fault on chunk k: the chunk re-runs on the host, results exact") {
   const std::size_t n = 200000;
   const ArrayXd price = oa_test::random_array(n, 10, 50, 31), strike = oa_test::random_array(n, 10, 50, 32),

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -706,8 +707,32 @@ void config_origin::set(std::string_view key, std::string where) {
   named_.emplace_back(key, std::move(where));
 }
 
+namespace {
+
+/// The files oa writes (the report, the trace, the cost models) are three
+/// different files: one would overwrite another.
+void check_distinct_files(const config& c, const config_origin& origin) {
+  const std::pair<const char*, const std::string*> files[] = {
+      {"report", &c.report}, {"trace", &c.trace}, {"perf_models", &c.perf_models}};
+  const auto normal = [](const std::string& path) {
+    std::error_code ec;
+    const std::filesystem::path p = std::filesystem::weakly_canonical(path, ec);
+    return ec ? std::filesystem::path(path).lexically_normal() : p;
+  };
+  for (std::size_t i = 0; i < std::size(files); ++i)
+    for (std::size_t j = i + 1; j < std::size(files); ++j) {
+      const std::string &a = *files[i].second, &b = *files[j].second;
+      if (a.empty() || b.empty() || normal(a) != normal(b)) continue;
+      fail(origin.where(files[i].first), "'" + a + "' is also " + origin.where(files[j].first) +
+                                             "'s file: each writes a file of its own (one would replace the other)");
+    }
+}
+
+}  // namespace
+
 void validate(const config& c, const config_origin& origin) {
   for (const auto& s : settings) s.check(c, origin.where(s.key));
+  check_distinct_files(c, origin);
 }
 
 std::vector<std::string_view> config_keys() {

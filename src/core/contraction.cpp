@@ -842,7 +842,7 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
   const auto t0 = clock_type::now();
   stage_report rep = report_for(s_in, nodes, *devs.front(), opt);
   for (std::size_t k = 1; k < devs.size(); ++k) rep.device += " + " + devs[k]->name();
-  const stage s = cancel_failed(s_in, nodes);
+  const stage s = cancel_failed(s_in, nodes, &rep.error);
   if (s.calls.empty()) return rep;
   check_caller_objects(s, nodes);
   const call_node& n = nodes[static_cast<std::size_t>(s.calls.front())];
@@ -932,7 +932,7 @@ stage_report run_contraction(const stage& s_in, const std::vector<call_node>& no
                              const run_options& opt) {
   const auto t0 = clock_type::now();
   stage_report rep = report_for(s_in, nodes, dev, opt);
-  const stage s = cancel_failed(s_in, nodes);
+  const stage s = cancel_failed(s_in, nodes, &rep.error);
   if (s.calls.empty()) return rep;
   check_caller_objects(s, nodes);
   const call_node& n = nodes[static_cast<std::size_t>(s.calls.front())];

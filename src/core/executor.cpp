@@ -19,9 +19,11 @@
 
 namespace oa::detail {
 
-stage cancel_failed(const stage& s, const std::vector<call_node>& nodes) {
+stage cancel_failed(const stage& s, const std::vector<call_node>& nodes, std::string* why) {
   stage kept = s;
   kept.calls.clear();
+  std::string names;
+  std::exception_ptr first;
   for (int c : s.calls) {
     const call_node& n = nodes[static_cast<std::size_t>(c)];
     std::exception_ptr err;
@@ -34,7 +36,10 @@ stage cancel_failed(const stage& s, const std::vector<call_node>& nodes) {
       continue;
     }
     n.for_each_output([&](const value_ptr& v) { v->fail(err); });
+    names += (names.empty() ? "" : ", ") + n.name;
+    if (!first) first = err;
   }
+  if (why && why->empty() && first) *why = names + ": not run: what they read failed: " + message_of(first);
   return kept;
 }
 
@@ -448,7 +453,9 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   const auto t0 = clock_type::now();
   stage_report first = report_for(s_in, nodes, *devs.front(), opt);
   if (devs.size() > 1 || opt.host_share) first.device = spread_name(devs, opt.host_share ? &host : nullptr);
-  stage s = cancel_failed(s_in, nodes);
+  std::string error;  // the first error: a call cancelled, else one that threw
+  stage s = cancel_failed(s_in, nodes, &error);
+  first.error = error;
   if (s.calls.empty()) return first;
   check_caller_objects(s, nodes);
   // A call that throws fails alone, with the calls that read what it writes
@@ -457,7 +464,7 @@ stage_report run_stage(const stage& s_in, const std::vector<call_node>& nodes,
   // throws. The report names every call and the first error.
   // A device lost in any attempt is the stage's (its scheduler retires it),
   // and the chunks every attempt ran again on the host count.
-  std::string error, fault;
+  std::string fault;
   std::size_t reruns = 0;
   for (;;) {
     attempt a = run_once(s, nodes, needed_on_host, devs, host, opt);

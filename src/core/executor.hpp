@@ -69,8 +69,10 @@ stage_report run_contraction(const stage& s, const std::vector<call_node>& nodes
                              device& host, const run_options& opt);
 
 /// Calls whose inputs failed are cancelled: their values fail with the same
-/// error and they are dropped from the stage.
-stage cancel_failed(const stage& s, const std::vector<call_node>& nodes);
+/// error and they are dropped from the stage. With `why`, an empty one says
+/// which were and why (a report's error: "std::transform, std::for_each:
+/// not run: what they read failed: <the error>").
+stage cancel_failed(const stage& s, const std::vector<call_node>& nodes, std::string* why = nullptr);
 /// A caller's object resized since the call was recorded would be read or
 /// written out of bounds: refuses the stage (oa::invalid_argument) before any work.
 void check_caller_objects(const stage& s, const std::vector<call_node>& nodes);

@@ -516,7 +516,19 @@ void evaluate(graph& g) {
   runtime_state& st = g.runtime();
   // One evaluation at a time runs on the devices.
   std::lock_guard lock(st.mutex);
-  const config& c = config_locked(st);
+  const config* cp = nullptr;
+  try {
+    cp = &config_locked(st);
+  } catch (...) {
+    // A bad setting (OA_DEVICES, OA_STREAMS, ...) fails every call taken,
+    // each with its error, as a device that cannot be made does: none stays
+    // pending, nor is any lost.
+    const std::exception_ptr e = std::current_exception();
+    for (const call_node& n : nodes) n.for_each_output([&](const value_ptr& v) { v->fail(e); });
+    g.add_failures({{e, nodes.front().name, message_of(e)}});
+    return;
+  }
+  const config& c = *cp;
 
   const std::vector<bool> live = live_calls(nodes);
   const std::vector<stage> stages = form_stages(nodes, live);
