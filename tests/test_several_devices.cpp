@@ -271,7 +271,11 @@ TEST_CASE("every device lost: the host runs the rest and every later stage") {
   CHECK(reps[0].host_reruns >= reps[0].chunks / 2);
   oa::clear_reports();
   CHECK(run(x).sum == one.sum);
-  CHECK(large_stages().at(0).device == "host");
+  const oa::stage_report later = large_stages().at(0);
+  CHECK(later.device == "host");
+  // Each device's loss is said, not only the first's.
+  CHECK(contains(later.placement_reason, "emulated:0: lost after an injected fault in launch #2"));
+  CHECK(contains(later.placement_reason, "emulated:1: lost after an injected fault in launch #3"));
 }
 
 TEST_CASE("a product over two devices: C cut in blocks, one per device, in proportion to their links") {

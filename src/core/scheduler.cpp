@@ -358,8 +358,12 @@ std::pair<placement, std::vector<runtime_state::device_entry*>> scheduler::capab
   for (auto& r : refused)
     if (r.second.smallest_budget) too_small_.add(*r.first, describe(s, nodes_), r.second.smallest_budget);
   if (!refused.empty()) return {std::move(refused.front().second), {}};
+  // Every device lost: each one's loss is said.
   runtime_state::device_entry& target = st_.target();
-  return {place_stage(s, nodes_, needed_, *target.dev, host, threshold, target.failed), {}};
+  std::string failed;
+  for (const auto& e : st_.devices)
+    if (!e.failed.empty()) failed += (failed.empty() ? "" : "; ") + e.failed;
+  return {place_stage(s, nodes_, needed_, *target.dev, host, threshold, failed.empty() ? target.failed : failed), {}};
 }
 
 /// OA_PLACEMENT=cost: where stage i is predicted to finish first, the host

@@ -176,7 +176,7 @@ class emulated_device final : public stream_device, private staging_port {
     const std::uint64_t n = ++launches_;
     if (n == opt_.fail_launch) {
       const std::string what = "injected fault in launch #" + std::to_string(n) + " (kernel '" + k.name + "')";
-      o.fault = std::make_exception_ptr(device_fault("oa: " + who() + ": " + what, opt_.sticky_faults));
+      o.fault = std::make_exception_ptr(device_fault(fault_text(what), opt_.sticky_faults));
       lose(what);
     }
     o.label = std::move(k.name);
@@ -209,6 +209,11 @@ class emulated_device final : public stream_device, private staging_port {
     std::lock_guard lock(lost_m_);
     throw device_fault("oa: " + who() + ": lost after an " + lost_what_ + ", which was sticky");
   }
+  // An injected fault's message; a sticky one says what check_lost says, so
+  // that whichever a stage meets first, its report reads the same.
+  std::string fault_text(const std::string& what) const {
+    return "oa: " + who() + ": " + (opt_.sticky_faults ? "lost after an " + what + ", which was sticky" : what);
+  }
   void lose(const std::string& what) {
     if (!opt_.sticky_faults) return;
     std::lock_guard lock(lost_m_);
@@ -225,7 +230,7 @@ class emulated_device final : public stream_device, private staging_port {
     if (n == opt_.fail_copy) {
       const std::string what_failed = "injected fault in copy #" + std::to_string(n) + " (" + to_string(what) + ", " +
                                       std::to_string(src.bytes()) + " bytes)";
-      fault = std::make_exception_ptr(device_fault("oa: " + who() + ": " + what_failed, opt_.sticky_faults));
+      fault = std::make_exception_ptr(device_fault(fault_text(what_failed), opt_.sticky_faults));
       lose(what_failed);
     }
     const region& host = what == phase::h2d ? src : dst;
