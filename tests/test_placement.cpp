@@ -143,7 +143,7 @@ TEST_CASE("performance models: writers of one file keep each other's models; ano
   }
   perf_models none;
   CHECK_THROWS_WITH_AS(none.load(path), doctest::Contains("\"oa performance models 2\", not \"oa performance models 1\""),
-                       oa::error);
+                       oa::config_error);
   std::filesystem::remove(path);
   std::filesystem::remove(path + ".lock");
 }
@@ -229,6 +229,6 @@ TEST_CASE("OA_PLACEMENT: a bad value and an unreadable models file are errors na
   config_scope cs(c);
   const auto a = ramp(1000, 1.0);
   auto r = oa::stl::transform(a, a, std::plus<>{});
-  CHECK_THROWS_WITH_AS(r.get(), doctest::Contains(path.c_str()), oa::error);
+  CHECK_THROWS_WITH_AS(r.get(), doctest::Contains(path.c_str()), oa::config_error);  // the setting's file
   std::filesystem::remove(path);
 }

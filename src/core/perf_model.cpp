@@ -107,7 +107,7 @@ void perf_models::load(const std::string& path) {
   std::ifstream in(path);
   if (!in) {
     if (errno == ENOENT) return;  // no history yet: calibrated on first use
-    throw error("oa: OA_PERF_MODELS: cannot read '" + path + "': " + std::strerror(errno));
+    throw config_error("oa: OA_PERF_MODELS: cannot read '" + path + "': " + std::strerror(errno));
   }
   if (in.peek() == std::ifstream::traits_type::eof()) return;  // an empty file: no history yet
   nlohmann::json j;
@@ -132,7 +132,7 @@ void perf_models::load(const std::string& path) {
       }
     }
   } catch (const std::exception& e) {
-    throw error("oa: OA_PERF_MODELS: '" + path + "' is not a file of oa's performance models: " + e.what());
+    throw config_error("oa: OA_PERF_MODELS: '" + path + "' is not a file of oa's performance models: " + e.what());
   }
 }
 
