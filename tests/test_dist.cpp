@@ -156,6 +156,37 @@ TEST_CASE("scans equal one process's: each rank starts from the blocks before it
   }
 }
 
+TEST_CASE("a NaN on any rank is the minimum and maximum, and carries through max scans, as on one process") {
+  const std::size_t n = 100;
+  for (const std::size_t at : {std::size_t{0}, n / 2, n - 1}) {
+    CAPTURE(at);
+    const auto f = [at](std::size_t i) { return i == at ? std::nan("") : real_at(i); };
+    const auto x = oa::dist::generate<double>(n, f);
+    const auto a = oa::dist::generate_array<double>(n, f);
+    const double inf = std::numeric_limits<double>::infinity();
+    CHECK(std::isnan(oa::dist::reduce(x, inf, oa::ops::min{})));
+    CHECK(std::isnan(oa::dist::reduce(x, -inf, oa::ops::max{})));
+    CHECK(std::isnan(oa::dist::min_coeff(a)));
+    CHECK(std::isnan(oa::dist::max_coeff(a)));
+    // One process's scans with the same operation: NaN from the NaN on.
+    const auto w = whole<double>(n, f);
+    const auto inc = oa::stl::inclusive_scan(w, oa::ops::max{}).get();
+    const auto exc = oa::stl::exclusive_scan(w, -inf, oa::ops::max{}).get();
+    const auto dinc = oa::dist::inclusive_scan(x, oa::ops::max{}).gather();
+    const auto dexc = oa::dist::exclusive_scan(x, -inf, oa::ops::max{}).gather();
+    REQUIRE(dinc.size() == n);
+    REQUIRE(dexc.size() == n);
+    for (std::size_t i = 0; i < n; ++i) {
+      CAPTURE(i);
+      CHECK(std::isnan(dinc[i]) == std::isnan(inc[i]));
+      CHECK(std::isnan(dexc[i]) == std::isnan(exc[i]));
+      CHECK(std::isnan(dinc[i]) == (i >= at));
+      if (!std::isnan(dinc[i])) CHECK(dinc[i] == inc[i]);
+      if (!std::isnan(dexc[i])) CHECK(dexc[i] == exc[i]);
+    }
+  }
+}
+
 TEST_CASE("out of core on every rank: each block pages through the rank's device") {
   const std::size_t per_rank = std::size_t{1} << 18;  // 2 MiB of doubles per rank
   const std::size_t n = per_rank * static_cast<std::size_t>(ranks());
@@ -257,6 +288,32 @@ TEST_CASE("read_binary: each rank reads its block of a file; a file no rank can 
   world().barrier();
   if (rank() == 0) std::remove(path.c_str());
   CHECK_THROWS_AS(oa::dist::read_binary<std::int64_t>("no_such_file.bin"), oa::dist::error);
+}
+
+TEST_CASE("read_binary over a split communicator: files of different sizes are named by the run's ranks") {
+  if (ranks() < 4) return;  // the odd ranks' communicator needs two: ranks 1 and 3
+  const auto odd = world().split("test split", rank() % 2, rank());
+  const int last = ranks() % 2 == 0 ? ranks() - 1 : ranks() - 2;  // the odd communicator's last rank
+  // The last odd rank's file is shorter: the message names it and the odd
+  // communicator's first rank (1), as the run numbers them.
+  const std::string path = "oa_test_dist_split_" + std::to_string(rank()) + ".bin";
+  {
+    const std::vector<std::int64_t> data(rank() == last ? 50 : 100, 7);
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size() * sizeof(std::int64_t)));
+  }
+  if (rank() % 2 == 1) {
+    try {
+      (void)oa::dist::read_binary<std::int64_t>(path, *odd);
+      FAIL("read_binary read files of different sizes as one");
+    } catch (const oa::dist::error& e) {
+      CHECK(e.rank() == last);
+      CHECK(std::string(e.what()).find("holds 800 bytes on rank 1 and 400 on rank " + std::to_string(last)) !=
+            std::string::npos);
+    }
+  }
+  world().barrier();
+  std::remove(path.c_str());
 }
 
 TEST_CASE("from_local: blocks of every size, some empty, laid out in rank order") {

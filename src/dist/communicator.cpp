@@ -145,6 +145,12 @@ class mpi_comm final : public communicator {
   int size() const noexcept override { return size_; }
   int local_rank() const noexcept override { return local_rank_; }
   int local_size() const noexcept override { return local_size_; }
+  int run_rank(int r) const override {
+    if (r < 0 || r >= size_)
+      throw oa::invalid_argument("oa::dist::communicator::run_rank", "r",
+                                 std::to_string(r) + " is not a rank here (0 to " + std::to_string(size_ - 1) + ")");
+    return who(r);
+  }
   std::uint64_t network_bytes() const noexcept override { return run_.network.load(std::memory_order_relaxed); }
 
   std::vector<bytes> exchange(const std::string& call, const std::function<bytes()>& mine,

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "oa/annotations/stl.hpp"
 #include "oa/dist/vector.hpp"
@@ -55,13 +56,22 @@ T identity() {
 }
 
 /// op folded over the partials of ranks [0, upto) that hold elements, in
-/// rank order, after `start` (when given).
+/// rank order, after `start` (when given), as oa::stl's reductions combine
+/// their chunks: oa::ops::min and max keep a NaN wherever it is (a rank's
+/// NaN partial is the result, as on one process).
 template <class T, class Op>
 std::optional<T> fold(std::optional<T> start, const std::vector<T>& partials, const layout& l, int upto, const Op& op) {
+  using R = oa::stl::detail::reduction_t<Op>;
+  const auto combine = [&](const T& a, const T& b) {
+    if constexpr (std::is_same_v<R, std::remove_cvref_t<Op>>)
+      return T(op(a, b));  // the caller's own operation
+    else
+      return T(R{}(a, b));
+  };
   for (int r = 0; r < upto; ++r) {
     if (l.count(r) == 0) continue;
     const T& p = partials[static_cast<std::size_t>(r)];
-    start = start ? T(op(*start, p)) : p;
+    start = start ? combine(*start, p) : p;
   }
   return start;
 }

@@ -188,8 +188,9 @@ S extreme(const char* call, const array<S>& a) {
   const auto partials = each_rank<S>(
       a.comm(), call, [&] { return (Min ? oa::min_coeff(a.local()) : oa::max_coeff(a.local())).get(); },
       a.layout().key());
+  // Combined as oa's reductions combine chunks: a NaN on any rank is the result.
   S acc = partials.front();
-  for (const S& p : partials) acc = Min ? std::min(acc, p) : std::max(acc, p);
+  for (const S& p : partials) acc = Min ? split::ops_detail::minimum{}(acc, p) : split::ops_detail::maximum{}(acc, p);
   return acc;
 }
 }  // namespace detail

@@ -49,6 +49,9 @@ class communicator {
   /// there are (for a split communicator too: the machine's, not its own).
   virtual int local_rank() const noexcept = 0;
   virtual int local_size() const noexcept = 0;
+  /// Rank `r` here as the run numbers it (a split communicator's rank 1 may
+  /// be the run's rank 3): what messages name.
+  virtual int run_rank(int r) const = 0;
 
   /// Every rank's bytes, in rank order, on every rank: what `mine` returns
   /// here (its size may differ by rank). When `mine` throws on some rank,

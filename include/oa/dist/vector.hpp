@@ -207,11 +207,13 @@ vector<T> read_binary(const std::string& path, communicator& c = world()) {
     return static_cast<std::uint64_t>(bytes);
   });
   for (std::size_t r = 1; r < sizes.size(); ++r)
-    if (sizes[r] != sizes[0])
+    if (sizes[r] != sizes[0]) {
+      const int first = c.run_rank(0), other = c.run_rank(static_cast<int>(r));  // as the run numbers them
       throw oa::dist::error(std::string(call) + ": '" + path + "' holds " + std::to_string(sizes[0]) +
-                                " bytes on rank 0 and " + std::to_string(sizes[r]) + " on rank " + std::to_string(r) +
-                                ": the ranks must read one file",
-                            call, static_cast<int>(r));
+                                " bytes on rank " + std::to_string(first) + " and " + std::to_string(sizes[r]) +
+                                " on rank " + std::to_string(other) + ": the ranks must read one file",
+                            call, other);
+    }
   dist::layout l = layout::even(static_cast<std::size_t>(sizes[0] / sizeof(T)), c.size());
   std::vector<T> block(l.count(c.rank()));
   (void)c.exchange(call, [&] {
