@@ -8,6 +8,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -169,9 +170,25 @@ void records_on_process_clock(oa::device& dev) {
   dev.destroy_stream(s);
 }
 
+/// Allocations are counted in blocks of allocation_granularity(), as the
+/// device holds them: the budget and the plans see what it does.
+template <class Enqueue>
+void allocations_counted_in_blocks(oa::device& dev) {
+  const std::size_t g = std::max<std::size_t>(dev.allocation_granularity(), 1);
+  const std::size_t before = dev.bytes_in_use();
+  void* p = dev.allocate(1);
+  CHECK(dev.bytes_in_use() - before == g);
+  void* q = dev.allocate(g + 1);
+  CHECK(dev.bytes_in_use() - before == 3 * g);  // g + 1 bytes take two blocks
+  dev.deallocate(q, g + 1);
+  dev.deallocate(p, 1);
+  CHECK(dev.bytes_in_use() == before);
+}
+
 /// Every body, for one device.
 template <class Enqueue>
 void all(oa::device& dev) {
+  allocations_counted_in_blocks<Enqueue>(dev);
   entries_in_order<Enqueue>(dev);
   events_order_streams<Enqueue>(dev);
   copies_round_trip<Enqueue>(dev);
