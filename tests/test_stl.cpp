@@ -190,6 +190,24 @@ TEST_CASE_TEMPLATE("reductions equal the standard ones", T, OA_TEST_ELEMENT_TYPE
     CHECK(oa::stl::min_element(flat).get().index == 1234);
     CHECK(oa::stl::max_element(flat).get().index == 777);
     CHECK(oa::reports().at(0).chunks > 1);
+    // NaNs: std::min_element's answer whatever the chunks (a NaN first
+    // element is it; any other NaN is passed over, also at a chunk's start).
+    if constexpr (std::is_floating_point_v<T>) {
+      const T nan = std::numeric_limits<T>::quiet_NaN();
+      std::vector<T> holes(5000, nan);
+      holes[0] = T(5);
+      holes[4999] = T(1);
+      holes[2500] = T(9);
+      for (const auto& v : {holes, [&] {
+                              auto w = holes;
+                              w[0] = nan;  // a NaN first: the answer
+                              return w;
+                            }()}) {
+        const auto lo = oa::stl::min_element(v).get(), hi = oa::stl::max_element(v).get();
+        CHECK(lo.index == std::min_element(v.begin(), v.end()) - v.begin());
+        CHECK(hi.index == std::max_element(v.begin(), v.end()) - v.begin());
+      }
+    }
   }
   // A product: small values, so that it stays exact in every type.
   const std::vector<T> ones_and_twos{T(1), T(2), T(1), T(2), T(2), T(1)};

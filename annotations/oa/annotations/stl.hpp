@@ -399,9 +399,16 @@ inline constexpr auto count_if = oa::annotate<"std::count_if">(
     oa::args(oa::in<contiguous>("first"), oa::scalar<P>("p"), oa::ret<split::sum, std::int64_t>));
 
 /// A chunk's smallest (Min) or largest element and its index in the range.
+/// As std::min_element over the whole range, whatever the chunks: a NaN
+/// first element is the answer (nothing compares below it), and any other
+/// NaN is passed over; so a chunk after the first starts at its first
+/// number, and one of NaNs only has no partial (index -1).
 template <class P, bool Min>
 inline constexpr auto extreme_of_chunk = [](const auto& in) {
-  const auto it = Min ? std::min_element(in.begin(), in.end()) : std::max_element(in.begin(), in.end());
+  auto from = in.begin();
+  if constexpr (std::is_floating_point_v<decltype(P::value)>)
+    if (in.first != 0) from = std::find_if(from, in.end(), [](const auto& x) { return x == x; });
+  const auto it = Min ? std::min_element(from, in.end()) : std::max_element(from, in.end());
   return it == in.end() ? P{} : P{*it, static_cast<std::int64_t>(in.first) + (it - in.begin())};
 };
 /// On a GPU: CUB's ArgMin/ArgMax into the chunk's partial (NaN-free values).
