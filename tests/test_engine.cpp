@@ -594,3 +594,36 @@ TEST_CASE("a device that cannot be made: each stage fails with one error, and a 
   auto z = vecmath::oa::add(a, a);
   CHECK_THROWS_WITH_AS(z.get(), doctest::Contains("device 'cuda' cannot be used"), oa::device_unavailable);
 }
+
+namespace {
+/// out = m * 2, row by row: a row-major input beside a column-major result.
+using row_major = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+inline constexpr auto doubled_rows = oa::annotate<"test::doubled_rows">(
+    oa::cpu([](const auto& m, auto& out) { out = m * 2.0; }),
+    oa::args(oa::in<oa::split::rows>("m"), oa::out<oa::split::rows, Eigen::MatrixXd>("out")),
+    oa::device_fn(oa::elementwise([](auto x) { return x * 2.0; })));
+}  // namespace
+
+TEST_CASE("operands laying a unit's elements in different orders: a generated kernel is not given them") {
+  row_major m(3001, 29);
+  for (Eigen::Index i = 0; i < m.rows(); ++i)
+    for (Eigen::Index j = 0; j < m.cols(); ++j) m(i, j) = static_cast<double>(i * 100 + j);
+  const Eigen::MatrixXd want = m * 2.0;
+  oa::config fused = oa_test::emulated_config(std::size_t{1} << 20);
+  fused.emulated_fused = true;  // generated kernels, as on a GPU
+  for (const oa::config& c : {oa_test::emulated_config(std::size_t{1} << 20), fused}) {
+    CAPTURE(c.emulated_fused);
+    config_scope cs(c);
+    oa::clear_reports();
+    const Eigen::MatrixXd got = doubled_rows(m).get();
+    CHECK(got == want);
+    const auto reps = oa::reports();
+    REQUIRE(reps.size() == 1);
+    if (c.emulated_fused) {
+      CHECK(reps[0].device == "host");
+      CHECK(oa_test::contains(reps[0].placement_reason, "in different orders"));
+    } else {
+      CHECK(reps[0].device == "emulated");  // its twins read each value through its own view
+    }
+  }
+}

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <functional>
 #include <new>
 #include <span>
 #include <stdexcept>
@@ -31,6 +32,16 @@ inline constexpr auto copy_mut = oa::annotate<"copy (mut)">(
     oa::cpu([](auto& out, const auto& in) { std::copy(in.begin(), in.end(), out.begin()); }),
     oa::args(oa::mut<oa::split::contiguous>("out"), oa::in<oa::split::contiguous>("in")),
     oa::device_fn(oa::elementwise(oa::ops::second{})));
+
+/// out = -in, out written whole; and the same with `in` first.
+inline constexpr auto negate_into = oa::annotate<"negate into">(
+    oa::cpu([](auto& out, const auto& in) { std::transform(in.begin(), in.end(), out.begin(), std::negate<>{}); }),
+    oa::args(oa::overwrite<oa::split::contiguous>("out"), oa::in<oa::split::contiguous>("in")),
+    oa::device_fn(oa::elementwise(oa::ops::negate{})));
+inline constexpr auto negate_into_read_first = oa::annotate<"negate into (in first)">(
+    oa::cpu([](const auto& in, auto& out) { std::transform(in.begin(), in.end(), out.begin(), std::negate<>{}); }),
+    oa::args(oa::in<oa::split::contiguous>("in"), oa::overwrite<oa::split::contiguous>("out")),
+    oa::device_fn(oa::elementwise(oa::ops::negate{})));
 
 std::vector<double> ramp(std::size_t n) {
   std::vector<double> v(n);
@@ -65,6 +76,30 @@ TEST_CASE("overwrite: only what the call reads is copied in; results as a mut's"
     CHECK(over.h2d_bytes == n * sizeof(double));      // the input only
     CHECK(mut.h2d_bytes == 2 * n * sizeof(double));   // the input and the old values
     CHECK(over.d2h_bytes == n * sizeof(double));
+  }
+}
+
+TEST_CASE("overwrite and in of one object: the call reads its elements as they were, on every device") {
+  const std::size_t n = 300001;
+  const std::vector<double> want = [&] {
+    std::vector<double> w = ramp(n);
+    for (double& x : w) x = -x;
+    return w;
+  }();
+  oa::config plain = oa_test::emulated_config(std::size_t{1} << 20);
+  oa::config twins = plain;
+  twins.emulated_device_functions = true;
+  oa::config fused = plain;
+  fused.emulated_fused = true;
+  for (const oa::config& c : {oa_test::host_config(), plain, twins, fused}) {
+    CAPTURE(c.device);
+    config_scope scope(c);
+    std::vector<double> a = ramp(n), b = ramp(n);
+    negate_into(a, a);  // out overwritten, in read: the same vector (the plain call's a = -a)
+    negate_into_read_first(b, b);  // the arguments the other way round
+    oa::evaluate();
+    CHECK(a == want);
+    CHECK(b == want);
   }
 }
 

@@ -76,6 +76,13 @@ void check_overlaps(const call_node& n) {
 }  // namespace
 
 int graph::add(call_node n) {
+  // An argument bound after a mut argument of the same object got this
+  // call's own new version: a call reads its arguments as they were before
+  // it (f(a, a) with `out` overwritten and `in` read reads a's elements).
+  for (auto& a : n.args)
+    if (a.role == arg_role::in)
+      for (const auto& m : n.args)
+        if (m.role == arg_role::mut && m.new_value && a.value == m.new_value) a.value = m.value;
   try {
     check_overlaps(n);
   } catch (...) {

@@ -18,6 +18,37 @@ std::string largest_unit(const stage_layout& L) {
   return "; largest unit: " + big->v->label + ", " + std::to_string(big->v->shape.unit_bytes()) + " bytes";
 }
 
+/// Whether one unit of v (a row of a matrix split by rows, ...) lies in one
+/// piece of its storage; a result not made yet is asked of a storage of
+/// two units its split type makes.
+bool unit_in_one_piece(const value_state& v) {
+  if (v.object) return v.ops->host_region(v.object, {0, 1}).contiguous();
+  split::shape two = v.shape;
+  two.units = std::min<std::size_t>(two.units, 2);
+  void* object = nullptr;
+  const std::shared_ptr<void> owner = v.ops->make(two, v.state.get(), object);
+  return object && v.ops->host_region(object, {0, 1}).contiguous();
+}
+
+/// An element-wise stage whose values of several elements a unit lie in
+/// different orders (a row-major matrix and a column-major one, split by
+/// rows): a generated kernel indexes every packed chunk alike, element i of
+/// one being element i of the others, which holds only when they agree.
+/// The name of one value of each order, or "" when they agree.
+std::string orders_differ(const stage& s, const std::vector<call_node>& nodes) {
+  const value_state* in_piece = nullptr;
+  const value_state* strided = nullptr;
+  const auto look = [&](const value_state* v) {
+    if (!v || !v->ops || v->ops->kind != split::split_kind::partitioned || v->shape.inner <= 1 || v->shape.units == 0)
+      return;
+    (unit_in_one_piece(*v) ? in_piece : strided) = v;
+  };
+  for (int c : s.calls)
+    for (const auto& a : nodes[static_cast<std::size_t>(c)].args) look(a.value.get());
+  if (!in_piece || !strided) return "";
+  return "'" + in_piece->label + "' and '" + strided->label + "'";
+}
+
 }  // namespace
 
 placement place_stage(const stage& s, const std::vector<call_node>& nodes,
@@ -49,6 +80,10 @@ placement place_stage(const stage& s, const std::vector<call_node>& nodes,
                      "copied over the link"};
     return {&dev, "a product, tiled for the device's budget"};
   }
+  if (!s.kernels && dev.compiles_kernels() && !dev.host_accessible())
+    if (const std::string which = orders_differ(s, nodes); !which.empty())
+      return {&host, which + " lay a unit's elements in different orders (row- and column-major): a generated "
+                     "kernel indexes them alike"};
   auto laid = std::make_shared<const stage_layout>(layout_stage(s, nodes, placement_mode::staged, needed_on_host));
   const stage_layout& L = *laid;
   const std::size_t bytes = s.units * L.working_bytes_per_unit;
