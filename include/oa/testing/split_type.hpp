@@ -40,7 +40,8 @@
 //   store          with a view that is a copy (the value type itself) and store:
 //                  each chunk's view stored into a made value rebuilds the value
 //   state          a value made from the sample's state<T> has that state
-//                  (where state<T> has operator==)
+//                  (where state<T> has operator==); whether views use the
+//                  state make_view is given is the split type's to test
 //   empty chunk    host_region and packed_region of an empty range [b, b) hold
 //                  no bytes (options.empty_chunks = false for a split type
 //                  never asked for empty ranges of a value with units; the
