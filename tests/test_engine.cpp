@@ -627,3 +627,17 @@ TEST_CASE("operands laying a unit's elements in different orders: a generated ke
     }
   }
 }
+
+TEST_CASE("get() of a temporary handle gives the value itself, not a reference into the handle") {
+  using V = std::vector<double>;
+  static_assert(std::is_same_v<decltype(std::declval<oa::lazy<V>>().get()), V>);
+  static_assert(std::is_same_v<decltype(std::declval<const oa::lazy<V>&>().get()), const V&>);
+  config_scope cs(oa_test::emulated_config(std::size_t{1} << 20));
+  const V a(100000, 2.0);
+  const V& r = vecmath::oa::add(a, a).get();  // the value, kept alive by the reference
+  REQUIRE(r.size() == a.size());
+  CHECK(r[99999] == 4.0);
+  oa::lazy<V> kept = vecmath::oa::add(a, a);
+  CHECK(kept.get()[5] == 4.0);  // a handle's get(): a reference, the handle still holds it
+  CHECK(kept.valid());
+}

@@ -48,7 +48,7 @@ class lazy {
 
   /// The value, computing it (and everything pending before it) first.
   /// Rethrows the error of the call that produced it, or of a call it depends on.
-  const T& get() const {
+  const T& get() const& {
     if (!v_) throw error("oa::lazy::get: empty handle (default-constructed or moved from)");
     // Acquire: the value and its error, written by whichever thread
     // evaluated it, are visible once the status says it is done.
@@ -59,6 +59,9 @@ class lazy {
     }
     return *static_cast<const T*>(v_->object);
   }
+  /// Of a temporary handle (`f(x).get()`), the value itself, as take()
+  /// gives it: a reference into a handle about to go would dangle.
+  T get() && { return std::move(*this).take(); }
   operator const T&() const { return get(); }
   /// The value, moved out when the runtime owns it (a result) and nothing
   /// else holds it (no other handle, no pending call, no table of the
